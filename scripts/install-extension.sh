@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds chunked_map and installs it into the system PostgreSQL 15, with the install scripts
+# of earlier versions (which `cargo pgrx install` does not copy) so that
+# `CREATE EXTENSION chunked_map VERSION '0.1.0'` and upgrades from it work.
+# Usage: install-extension.sh [--release]
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$REPO_ROOT"
+
+sudo_flag=()
+is_root || sudo_flag=(--sudo)
+log "cargo pgrx install $*"
+cargo pgrx install --pg-config "$PG_CONFIG" "${sudo_flag[@]}" "$@"
+
+extension_dir="$("$PG_CONFIG" --sharedir)/extension"
+for script in sql/chunked_map--*.sql; do
+    [ -e "$script" ] || continue
+    as_root install -m 644 "$script" "$extension_dir/"
+done

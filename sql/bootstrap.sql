@@ -1,0 +1,59 @@
+-- Storage of chunked_map. Every key starts with the map, so the tables can be distributed by
+-- map (Citus); nothing here refers to another table, so no statement locks two maps.
+
+-- One row per map. Locked (FOR UPDATE NOWAIT) by every append; changed only when a chunk is
+-- archived, which is what keeps an append from rewriting it.
+CREATE TABLE chunked_map.map_state (
+    map                   text    NOT NULL,
+    -- size given to chunks started from now on
+    chunk_size            integer NOT NULL,
+    -- the current chunk: its first sequence and the size it was started with
+    current_first_seq     bigint  NOT NULL,
+    current_chunk_size    integer NOT NULL,
+    -- token of the newest archived chunk, NULL before the first rollover
+    newest_archived_token text,
+    archived_chunks       bigint  NOT NULL DEFAULT 0,
+    CONSTRAINT map_state_pkey PRIMARY KEY (map),
+    CONSTRAINT map_state_map_check CHECK (octet_length(map) BETWEEN 1 AND 200),
+    CONSTRAINT map_state_chunk_size_check CHECK (chunk_size BETWEEN 1 AND 10000),
+    CONSTRAINT map_state_current_chunk_size_check CHECK (current_chunk_size BETWEEN 1 AND 10000),
+    CONSTRAINT map_state_current_first_seq_check CHECK (current_first_seq >= 1)
+);
+
+-- The records of each map's current chunk, one row each: an append inserts one row and
+-- rewrites nothing. At most current_chunk_size rows per map.
+CREATE TABLE chunked_map.current_record (
+    map     text   NOT NULL,
+    seq     bigint NOT NULL,
+    payload jsonb  NOT NULL,
+    CONSTRAINT current_record_pkey PRIMARY KEY (map, seq)
+);
+
+-- One immutable row per archived chunk. Its token is lpad(first_seq, 20, '0'); it knows its
+-- own size and the token of the chunk before it, so paging needs no arithmetic on sizes.
+-- records: jsonb array of {"seq": n, "payload": ...}, newest first (layout 1).
+CREATE TABLE chunked_map.archived_chunk (
+    map        text     NOT NULL,
+    first_seq  bigint   NOT NULL,
+    chunk_size integer  NOT NULL,
+    prev_token text,
+    layout     smallint NOT NULL DEFAULT 1,
+    records    jsonb    NOT NULL,
+    CONSTRAINT archived_chunk_pkey PRIMARY KEY (map, first_seq)
+);
+
+-- Archived chunks are written once and read whole: compress them with lz4 where the server
+-- has it (it does on Debian/PGDG builds); otherwise the default (pglz) applies.
+DO $$
+BEGIN
+    IF 'lz4' = ANY (SELECT pg_catalog.unnest(enumvals) FROM pg_catalog.pg_settings
+                    WHERE name = 'default_toast_compression') THEN
+        ALTER TABLE chunked_map.archived_chunk ALTER COLUMN records SET COMPRESSION lz4;
+    END IF;
+END
+$$;
+
+-- pg_dump / pg_restore carry every map.
+SELECT pg_catalog.pg_extension_config_dump('chunked_map.map_state', '');
+SELECT pg_catalog.pg_extension_config_dump('chunked_map.current_record', '');
+SELECT pg_catalog.pg_extension_config_dump('chunked_map.archived_chunk', '');

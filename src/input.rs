@@ -1,0 +1,97 @@
+//! Checks on the arguments of the SQL functions, in the order SPEC.md lists the errors.
+//! Pure Rust: what a value is allowed to be, without asking the database.
+
+use crate::error::{ChunkedError, CHUNK_SIZE_RANGE, MAX_MAP_NAME_BYTES};
+
+/// A map name that is not NULL, not empty and at most [`MAX_MAP_NAME_BYTES`] bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MapName<'a>(&'a str);
+
+impl<'a> MapName<'a> {
+    pub fn parse(map: Option<&'a str>) -> Result<MapName<'a>, ChunkedError> {
+        let map = required(map, "map")?;
+        if map.is_empty() || map.len() > MAX_MAP_NAME_BYTES {
+            return Err(ChunkedError::InvalidMapName { bytes: map.len() });
+        }
+        Ok(MapName(map))
+    }
+
+    pub fn as_str(&self) -> &'a str {
+        self.0
+    }
+}
+
+/// A chunk size within [`CHUNK_SIZE_RANGE`].
+pub fn chunk_size(value: Option<i32>) -> Result<i32, ChunkedError> {
+    let value = required(value, "chunk_size")?;
+    if CHUNK_SIZE_RANGE.contains(&value) {
+        Ok(value)
+    } else {
+        Err(ChunkedError::ChunkSizeOutOfRange { value })
+    }
+}
+
+/// A payload of `bytes` bytes is accepted when it is at most `limit` bytes.
+pub fn payload_size(bytes: usize, limit: usize) -> Result<(), ChunkedError> {
+    if bytes <= limit {
+        Ok(())
+    } else {
+        Err(ChunkedError::PayloadTooLarge { bytes, limit })
+    }
+}
+
+/// SQL NULL is refused for every argument: the functions are not STRICT so that a NULL is an
+/// error the caller sees, never a silent NULL result.
+pub fn required<T>(value: Option<T>, argument: &'static str) -> Result<T, ChunkedError> {
+    value.ok_or(ChunkedError::NullArgument { argument })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn map_names_of_1_to_200_bytes_are_accepted() {
+        assert!(MapName::parse(Some("s")).is_ok());
+        assert!(MapName::parse(Some(&"x".repeat(200))).is_ok());
+        // 100 two-byte characters are 200 bytes.
+        assert!(MapName::parse(Some(&"é".repeat(100))).is_ok());
+    }
+
+    #[test]
+    fn empty_or_over_200_bytes_is_refused_with_the_length() {
+        assert_eq!(MapName::parse(Some("")), Err(ChunkedError::InvalidMapName { bytes: 0 }));
+        assert_eq!(
+            MapName::parse(Some(&"x".repeat(201))),
+            Err(ChunkedError::InvalidMapName { bytes: 201 })
+        );
+        assert_eq!(
+            MapName::parse(Some(&"é".repeat(101))),
+            Err(ChunkedError::InvalidMapName { bytes: 202 })
+        );
+    }
+
+    #[test]
+    fn null_arguments_are_named() {
+        assert_eq!(MapName::parse(None), Err(ChunkedError::NullArgument { argument: "map" }));
+        assert_eq!(chunk_size(None), Err(ChunkedError::NullArgument { argument: "chunk_size" }));
+    }
+
+    #[test]
+    fn chunk_sizes_from_1_to_10000() {
+        assert_eq!(chunk_size(Some(1)), Ok(1));
+        assert_eq!(chunk_size(Some(10_000)), Ok(10_000));
+        for value in [0, -1, 10_001, i32::MIN, i32::MAX] {
+            assert_eq!(chunk_size(Some(value)), Err(ChunkedError::ChunkSizeOutOfRange { value }));
+        }
+    }
+
+    #[test]
+    fn payloads_up_to_the_limit() {
+        assert_eq!(payload_size(1024, 1024), Ok(()));
+        assert_eq!(
+            payload_size(1025, 1024),
+            Err(ChunkedError::PayloadTooLarge { bytes: 1025, limit: 1024 })
+        );
+    }
+}

@@ -1,0 +1,46 @@
+//! chunked_map: append-only, insertion-ordered logs per key in PostgreSQL, stored in bounded
+//! chunks and read in token-addressed pages, newest first.
+//!
+//! - `api`: the SQL functions, thin
+//! - `append`: where an append happens (lock, current chunk, rollover)
+//! - `read`: where a page is read
+//! - `store`: every SQL statement the extension runs
+//! - `token`: page tokens, parsed and formatted
+//! - `input`: argument checks
+//! - `error`: every failure and its SQLSTATE; `report`: raising them
+//! - `jsonb`: jsonb values passed through as datums
+//! - `guc`: settings
+
+mod api;
+mod append;
+mod error;
+mod guc;
+mod input;
+mod jsonb;
+mod read;
+mod report;
+mod store;
+mod token;
+
+#[cfg(any(test, feature = "pg_test"))]
+mod tests;
+
+::pgrx::pg_module_magic!();
+
+pgrx::extension_sql_file!("../sql/bootstrap.sql", name = "bootstrap", bootstrap);
+pgrx::extension_sql_file!("../sql/finalize.sql", name = "finalize", finalize);
+
+#[pgrx::pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    guc::register();
+}
+
+/// Required by `cargo pgrx test`.
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        vec![]
+    }
+}

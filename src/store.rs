@@ -1,0 +1,423 @@
+//! Every SQL statement the extension runs, and nothing else.
+//!
+//! Each statement is schema-qualified, takes its values as `$n` parameters, filters on the map
+//! it is given and touches no other map (every key starts with the map, so the tables can be
+//! distributed by map). Each is prepared once per backend and kept, so an append plans nothing.
+//! The functions run with `search_path = pg_catalog, pg_temp`, which is why `pg_catalog`
+//! functions and operators need no qualification here.
+//!
+//! Storage (see `sql/bootstrap.sql`):
+//! - `map_state`: one row per map; locked by every append, changed only when a chunk is archived.
+//! - `current_record`: the records of each map's current chunk, one row each.
+//! - `archived_chunk`: one immutable row per full chunk, its records as one jsonb array.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use pgrx::datum::DatumWithOid;
+use pgrx::pg_sys::{self, PgOid};
+use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiResult, SpiTupleTable};
+use pgrx::IntoDatum;
+
+use crate::error::OrRaise;
+use crate::jsonb::{Jsonb, JsonbArray};
+
+/// A statement and the types of its parameters.
+struct Statement {
+    sql: &'static str,
+    params: &'static [pg_sys::Oid],
+    /// Reads run with SPI's read-only flag while the transaction has written nothing, so they
+    /// use the caller's snapshot (what a STABLE function must do).
+    writes: bool,
+}
+
+const TEXT: pg_sys::Oid = pg_sys::TEXTOID;
+const INT4: pg_sys::Oid = pg_sys::INT4OID;
+const INT8: pg_sys::Oid = pg_sys::INT8OID;
+const JSONB: pg_sys::Oid = pg_sys::JSONBOID;
+const JSONB_ARRAY: pg_sys::Oid = pg_sys::JSONBARRAYOID;
+
+thread_local! {
+    static PREPARED: RefCell<HashMap<&'static str, OwnedPreparedStatement>> =
+        RefCell::new(HashMap::new());
+}
+
+/// Runs `statement`, preparing and keeping it on first use in this backend.
+fn run<'conn>(
+    client: &SpiClient<'conn>,
+    statement: &Statement,
+    args: &[DatumWithOid<'_>],
+) -> SpiResult<SpiTupleTable<'conn>> {
+    PREPARED.with(|prepared| {
+        let mut prepared = prepared.borrow_mut();
+        if !prepared.contains_key(statement.sql) {
+            let types: Vec<PgOid> = statement.params.iter().map(|oid| PgOid::from(*oid)).collect();
+            let plan = if statement.writes {
+                client.prepare_mut(statement.sql, &types)?
+            } else {
+                client.prepare(statement.sql, &types)?
+            };
+            let plan = plan.keep();
+            prepared.insert(statement.sql, plan);
+        }
+        let plan = &prepared[statement.sql];
+        client.select(plan, None, args)
+    })
+}
+
+fn arg<T: IntoDatum>(value: T) -> DatumWithOid<'static> {
+    // SAFETY: the oid is the type's own.
+    unsafe { DatumWithOid::new(value, T::type_oid()) }
+}
+
+fn nullable<T: IntoDatum>(value: Option<T>) -> DatumWithOid<'static> {
+    match value {
+        Some(value) => arg(value),
+        None => DatumWithOid::null::<T>(),
+    }
+}
+
+/// The state row of a map, as an append sees it once it holds the map's lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapState {
+    /// Size given to chunks started from now on.
+    pub chunk_size: i32,
+    /// First sequence of the current chunk.
+    pub current_first_seq: i64,
+    /// Size the current chunk was started with.
+    pub current_chunk_size: i32,
+    /// Token of the newest archived chunk, `None` before the first rollover.
+    pub newest_archived_token: Option<String>,
+}
+
+const START: Statement = Statement {
+    sql: "INSERT INTO chunked_map.map_state AS s (map, chunk_size, current_first_seq, current_chunk_size)
+          VALUES ($1, $2, 1, $2)
+          ON CONFLICT (map) DO NOTHING
+          RETURNING true",
+    params: &[TEXT, INT4],
+    writes: true,
+};
+
+/// Creates the map's state row; `false` when the map already existed.
+pub fn start(client: &SpiClient<'_>, map: &str, chunk_size: i32) -> bool {
+    run(client, &START, &[arg(map), arg(chunk_size)]).or_raise().len() == 1
+}
+
+/// `FOR UPDATE NOWAIT`: the append lock. Never waits; a held lock raises 55P03, which the
+/// caller turns into 40001.
+const LOCK_STATE_NOWAIT: Statement = Statement {
+    sql: "SELECT s.chunk_size, s.current_first_seq, s.current_chunk_size, s.newest_archived_token
+          FROM chunked_map.map_state AS s
+          WHERE s.map = $1
+          FOR UPDATE NOWAIT",
+    params: &[TEXT],
+    writes: true,
+};
+
+/// The same lock, waiting up to the statement's `lock_timeout` (`chunked_map.lock_timeout`).
+const LOCK_STATE_WAIT: Statement = Statement {
+    sql: "SELECT s.chunk_size, s.current_first_seq, s.current_chunk_size, s.newest_archived_token
+          FROM chunked_map.map_state AS s
+          WHERE s.map = $1
+          FOR UPDATE",
+    params: &[TEXT],
+    writes: true,
+};
+
+/// Locks the map's state row, `None` when the map was never started.
+pub fn lock_state(client: &SpiClient<'_>, map: &str, wait: bool) -> Option<MapState> {
+    let statement = if wait { &LOCK_STATE_WAIT } else { &LOCK_STATE_NOWAIT };
+    let rows = run(client, statement, &[arg(map)]).or_raise();
+    if rows.is_empty() {
+        return None;
+    }
+    let row = rows.first();
+    Some(MapState {
+        chunk_size: row.get::<i32>(1).or_raise().unwrap_or_default(),
+        current_first_seq: row.get::<i64>(2).or_raise().unwrap_or_default(),
+        current_chunk_size: row.get::<i32>(3).or_raise().unwrap_or_default(),
+        newest_archived_token: row.get::<String>(4).or_raise(),
+    })
+}
+
+/// Next sequence of the map: one past the newest record of the current chunk. An index probe
+/// bounded below by the chunk's first sequence, so dead entries of archived chunks are skipped.
+const NEXT_SEQ: Statement = Statement {
+    sql: "SELECT coalesce(max(c.seq) + 1, $2)
+          FROM chunked_map.current_record AS c
+          WHERE c.map = $1 AND c.seq >= $2",
+    params: &[TEXT, INT8],
+    writes: true,
+};
+
+pub fn next_seq(client: &SpiClient<'_>, map: &str, state: &MapState) -> i64 {
+    run(client, &NEXT_SEQ, &[arg(map), arg(state.current_first_seq)])
+        .or_raise()
+        .first()
+        .get_one::<i64>()
+        .or_raise()
+        .unwrap_or(state.current_first_seq)
+}
+
+/// Appends one record to the current chunk if it has room; no row when it is full.
+const APPEND_TO_CURRENT: Statement = Statement {
+    sql: "INSERT INTO chunked_map.current_record (map, seq, payload)
+          SELECT $1, n.seq, $4
+          FROM (SELECT coalesce(max(c.seq) + 1, $2) AS seq
+                FROM chunked_map.current_record AS c
+                WHERE c.map = $1 AND c.seq >= $2) AS n
+          WHERE n.seq < $2 + $3
+          RETURNING seq",
+    params: &[TEXT, INT8, INT4, JSONB],
+    writes: true,
+};
+
+/// Appends `payload` to the current chunk; `None` when the chunk is full.
+pub fn append_to_current(
+    client: &SpiClient<'_>,
+    map: &str,
+    state: &MapState,
+    payload: Jsonb,
+) -> Option<i64> {
+    let args = [
+        arg(map),
+        arg(state.current_first_seq),
+        arg(state.current_chunk_size),
+        arg(payload),
+    ];
+    let rows = run(client, &APPEND_TO_CURRENT, &args).or_raise();
+    if rows.is_empty() {
+        None
+    } else {
+        rows.first().get_one::<i64>().or_raise()
+    }
+}
+
+/// Appends `payloads[from..=to]` (1-based) to the current chunk in one statement, starting at
+/// `first_seq`. The caller has checked that they fit.
+const APPEND_MANY_TO_CURRENT: Statement = Statement {
+    sql: "INSERT INTO chunked_map.current_record (map, seq, payload)
+          SELECT $1, $2 + u.n - $4, u.payload
+          FROM unnest($3) WITH ORDINALITY AS u(payload, n)
+          WHERE u.n BETWEEN $4 AND $5",
+    params: &[TEXT, INT8, JSONB_ARRAY, INT8, INT8],
+    writes: true,
+};
+
+pub fn append_many_to_current(
+    client: &SpiClient<'_>,
+    map: &str,
+    first_seq: i64,
+    payloads: JsonbArray,
+    from: i64,
+    to: i64,
+) {
+    let args = [arg(map), arg(first_seq), arg(payloads), arg(from), arg(to)];
+    run(client, &APPEND_MANY_TO_CURRENT, &args).or_raise();
+}
+
+/// Archives the full current chunk and starts the next one, in one statement: the records
+/// become one immutable row (newest first, each knowing its sequence), the current chunk's
+/// rows go, and the state points at the new chunk. All of it is part of the caller's
+/// transaction. Data-modifying CTEs run once each, with the same snapshot.
+const ROLL_OVER: Statement = Statement {
+    sql: "WITH archived AS (
+              INSERT INTO chunked_map.archived_chunk (map, first_seq, chunk_size, prev_token, records)
+              SELECT $1, $2, $3, $4,
+                     jsonb_agg(jsonb_build_object('seq', c.seq, 'payload', c.payload) ORDER BY c.seq DESC)
+              FROM chunked_map.current_record AS c
+              WHERE c.map = $1 AND c.seq >= $2
+              RETURNING first_seq
+          ), cleared AS (
+              DELETE FROM chunked_map.current_record AS c
+              WHERE c.map = $1 AND c.seq >= $2
+              RETURNING c.seq
+          )
+          UPDATE chunked_map.map_state AS s
+          SET current_first_seq = $2 + $3,
+              current_chunk_size = s.chunk_size,
+              newest_archived_token = $5,
+              archived_chunks = s.archived_chunks + 1
+          WHERE s.map = $1
+          RETURNING s.current_first_seq, s.current_chunk_size",
+    params: &[TEXT, INT8, INT4, TEXT, TEXT],
+    writes: true,
+};
+
+/// Archives the current chunk under `token`; returns the state of the new current chunk.
+pub fn roll_over(client: &SpiClient<'_>, map: &str, state: &MapState, token: String) -> MapState {
+    let args = [
+        arg(map),
+        arg(state.current_first_seq),
+        arg(state.current_chunk_size),
+        nullable(state.newest_archived_token.clone()),
+        arg(token.clone()),
+    ];
+    let rows = run(client, &ROLL_OVER, &args).or_raise();
+    let row = rows.first();
+    MapState {
+        chunk_size: state.chunk_size,
+        current_first_seq: row.get::<i64>(1).or_raise().unwrap_or_default(),
+        current_chunk_size: row.get::<i32>(2).or_raise().unwrap_or_default(),
+        newest_archived_token: Some(token),
+    }
+}
+
+/// Changes the size of chunks started from now on; an empty current chunk takes it too.
+const SET_CHUNK_SIZE: Statement = Statement {
+    sql: "UPDATE chunked_map.map_state AS s
+          SET chunk_size = $2,
+              current_chunk_size = CASE WHEN $3 THEN $2 ELSE s.current_chunk_size END
+          WHERE s.map = $1",
+    params: &[TEXT, INT4, pg_sys::BOOLOID],
+    writes: true,
+};
+
+pub fn set_chunk_size(client: &SpiClient<'_>, map: &str, chunk_size: i32, current_is_empty: bool) {
+    run(client, &SET_CHUNK_SIZE, &[arg(map), arg(chunk_size), arg(current_is_empty)]).or_raise();
+}
+
+/// The current page: the current chunk's records newest first, and the newest archived token.
+/// State and records are read by one statement, so they agree.
+const CURRENT_PAGE: Statement = Statement {
+    sql: "SELECT jsonb_build_object(
+                 'map', s.map,
+                 'page_token', 'current',
+                 'records', coalesce(
+                     (SELECT jsonb_agg(jsonb_build_object('seq', c.seq, 'payload', c.payload) ORDER BY c.seq DESC)
+                      FROM chunked_map.current_record AS c
+                      WHERE c.map = s.map AND c.seq >= s.current_first_seq),
+                     '[]'::jsonb),
+                 'next_page_token', s.newest_archived_token)
+          FROM chunked_map.map_state AS s
+          WHERE s.map = $1",
+    params: &[TEXT],
+    writes: false,
+};
+
+/// The current page, `None` when the map was never started.
+pub fn current_page(client: &SpiClient<'_>, map: &str) -> Option<Jsonb> {
+    let rows = run(client, &CURRENT_PAGE, &[arg(map)]).or_raise();
+    if rows.is_empty() {
+        None
+    } else {
+        rows.first().get_one::<Jsonb>().or_raise()
+    }
+}
+
+/// An archived page: a function of the stored row alone, hence byte-identical on every read.
+const ARCHIVED_PAGE: Statement = Statement {
+    sql: "SELECT jsonb_build_object(
+                 'map', a.map,
+                 'page_token', $3,
+                 'records', a.records,
+                 'next_page_token', a.prev_token)
+          FROM chunked_map.archived_chunk AS a
+          WHERE a.map = $1 AND a.first_seq = $2",
+    params: &[TEXT, INT8, TEXT],
+    writes: false,
+};
+
+/// The archived page whose first sequence is `first_seq`, `None` when there is none.
+pub fn archived_page(
+    client: &SpiClient<'_>,
+    map: &str,
+    first_seq: i64,
+    token: &str,
+) -> Option<Jsonb> {
+    let rows = run(client, &ARCHIVED_PAGE, &[arg(map), arg(first_seq), arg(token)]).or_raise();
+    if rows.is_empty() {
+        None
+    } else {
+        rows.first().get_one::<Jsonb>().or_raise()
+    }
+}
+
+const MAP_EXISTS: Statement = Statement {
+    sql: "SELECT 1 FROM chunked_map.map_state AS s WHERE s.map = $1",
+    params: &[TEXT],
+    writes: false,
+};
+
+pub fn map_exists(client: &SpiClient<'_>, map: &str) -> bool {
+    !run(client, &MAP_EXISTS, &[arg(map)]).or_raise().is_empty()
+}
+
+/// Removes every row of one map. Runs as the tables' owner (the functions are SECURITY
+/// DEFINER), which is what the history-protecting triggers allow.
+const DROP_MAP: Statement = Statement {
+    sql: "WITH archived AS (
+              DELETE FROM chunked_map.archived_chunk AS a WHERE a.map = $1 RETURNING 1
+          ), current AS (
+              DELETE FROM chunked_map.current_record AS c WHERE c.map = $1 RETURNING 1
+          )
+          DELETE FROM chunked_map.map_state AS s WHERE s.map = $1",
+    params: &[TEXT],
+    writes: true,
+};
+
+pub fn drop_map(client: &SpiClient<'_>, map: &str) {
+    run(client, &DROP_MAP, &[arg(map)]).or_raise();
+}
+
+/// What `chunked_info` reports, from the state row and one bounded probe of the current chunk.
+const INFO: Statement = Statement {
+    sql: "SELECT jsonb_build_object(
+                 'map', s.map,
+                 'chunk_size', s.chunk_size,
+                 'next_seq', n.next_seq,
+                 'current_records', n.next_seq - s.current_first_seq,
+                 'archived_chunks', s.archived_chunks,
+                 'newest_archived_token', s.newest_archived_token,
+                 'total_records', n.next_seq - 1)
+          FROM chunked_map.map_state AS s
+          CROSS JOIN LATERAL (
+              SELECT coalesce(max(c.seq) + 1, s.current_first_seq) AS next_seq
+              FROM chunked_map.current_record AS c
+              WHERE c.map = s.map AND c.seq >= s.current_first_seq) AS n
+          WHERE s.map = $1",
+    params: &[TEXT],
+    writes: false,
+};
+
+/// `chunked_info` of the map, `None` when it was never started.
+pub fn info(client: &SpiClient<'_>, map: &str) -> Option<Jsonb> {
+    let rows = run(client, &INFO, &[arg(map)]).or_raise();
+    if rows.is_empty() {
+        None
+    } else {
+        rows.first().get_one::<Jsonb>().or_raise()
+    }
+}
+
+/// One record by sequence: from the current chunk, or from the archived chunk with the greatest
+/// first sequence not above it (one probe of the primary key), where records are stored newest
+/// first so the record's position is `last_seq - seq`.
+const GET_RECORD: Statement = Statement {
+    sql: "SELECT CASE WHEN $2 >= s.current_first_seq THEN
+                     (SELECT jsonb_build_object('seq', c.seq, 'payload', c.payload)
+                      FROM chunked_map.current_record AS c
+                      WHERE c.map = s.map AND c.seq = $2)
+                 ELSE
+                     (SELECT a.records -> (a.first_seq + a.chunk_size - 1 - $2)::integer
+                      FROM chunked_map.archived_chunk AS a
+                      WHERE a.map = s.map AND a.first_seq <= $2
+                      ORDER BY a.first_seq DESC
+                      LIMIT 1)
+                 END
+          FROM chunked_map.map_state AS s
+          WHERE s.map = $1",
+    params: &[TEXT, INT8],
+    writes: false,
+};
+
+/// `Some(None)` when the map exists but has no record `seq`; `None` when the map does not exist.
+pub fn get_record(client: &SpiClient<'_>, map: &str, seq: i64) -> Option<Option<Jsonb>> {
+    let rows = run(client, &GET_RECORD, &[arg(map), arg(seq)]).or_raise();
+    if rows.is_empty() {
+        None
+    } else {
+        Some(rows.first().get_one::<Jsonb>().or_raise())
+    }
+}
