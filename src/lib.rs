@@ -25,7 +25,7 @@ mod token;
 #[cfg(any(test, feature = "pg_test"))]
 mod tests;
 
-::pgrx::pg_module_magic!();
+::pgrx::pg_module_magic!(name, version);
 
 pgrx::extension_sql_file!("../sql/bootstrap.sql", name = "bootstrap", bootstrap);
 pgrx::extension_sql_file!("../sql/finalize.sql", name = "finalize", finalize);
