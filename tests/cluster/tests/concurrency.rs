@@ -1,0 +1,317 @@
+//! SPEC.md, Concurrency: appends to one map are serialized by a lock that never waits;
+//! other maps and readers go on; everything takes effect in the caller's transaction.
+//! Every test uses several real connections to one throw-away server.
+
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use chunked_map_cluster_tests::page::{all_pages, all_pages_text, all_seqs, seqs};
+use chunked_map_cluster_tests::{assert_error, Client, Cluster};
+
+const REGISTER: &str = "SELECT chunked_map.chunked_register($1, $2::text::jsonb)";
+
+fn register(client: &mut Client, map: &str, payload: &str) -> Result<i64, postgres::Error> {
+    client.query_one(REGISTER, &[&map, &payload]).map(|row| row.get(0))
+}
+
+fn start(client: &mut Client, map: &str, chunk_size: i32) {
+    client
+        .execute("SELECT chunked_map.chunked_start($1, $2)", &[&map, &chunk_size])
+        .expect("start");
+}
+
+/// A cluster with one database holding the extension, and a way to open more connections.
+struct Setup {
+    cluster: Cluster,
+    db: &'static str,
+}
+
+impl Setup {
+    fn new(db: &'static str) -> (Setup, Client) {
+        let cluster = Cluster::start();
+        let client = cluster.database(db);
+        (Setup { cluster, db }, client)
+    }
+
+    fn connect(&self) -> Client {
+        self.cluster.connect(self.db)
+    }
+}
+
+#[test]
+fn a_second_transaction_appending_to_a_held_map_gets_40001_at_once() {
+    let (setup, mut holder) = Setup::new("conflict");
+    start(&mut holder, "subs", 100);
+    let mut other = setup.connect();
+
+    holder.batch_execute("BEGIN").unwrap();
+    assert_eq!(register(&mut holder, "subs", "{}").unwrap(), 1);
+
+    let began = Instant::now();
+    let error = assert_error(register(&mut other, "subs", "{}"), "40001", "\"subs\"");
+    let waited = began.elapsed();
+    assert!(waited < Duration::from_millis(900), "the conflict took {waited:?}");
+    assert_eq!(error.message(), "map \"subs\" is locked by a concurrent append");
+    assert_eq!(error.hint(), Some("Retry the transaction."));
+
+    // the failed transaction changed nothing, and the other session is usable again
+    holder.batch_execute("COMMIT").unwrap();
+    assert_eq!(all_seqs(&mut other, "subs"), vec![1]);
+}
+
+#[test]
+fn after_the_holder_commits_the_append_succeeds() {
+    let (setup, mut holder) = Setup::new("after_commit");
+    start(&mut holder, "subs", 100);
+    let mut other = setup.connect();
+
+    holder.batch_execute("BEGIN").unwrap();
+    register(&mut holder, "subs", "{}").unwrap();
+    assert_error(register(&mut other, "subs", "{}"), "40001", "subs");
+    holder.batch_execute("COMMIT").unwrap();
+
+    assert_eq!(register(&mut other, "subs", "{}").unwrap(), 2);
+}
+
+#[test]
+fn a_conflict_inside_an_explicit_transaction_aborts_it_and_nothing_of_it_remains() {
+    let (setup, mut holder) = Setup::new("conflict_txn");
+    start(&mut holder, "a", 100);
+    start(&mut holder, "b", 100);
+    let mut other = setup.connect();
+
+    holder.batch_execute("BEGIN").unwrap();
+    register(&mut holder, "a", "{}").unwrap();
+
+    other.batch_execute("BEGIN").unwrap();
+    register(&mut other, "b", "{}").unwrap();
+    assert_error(register(&mut other, "a", "{}"), "40001", "\"a\"");
+    other.batch_execute("ROLLBACK").unwrap();
+    holder.batch_execute("COMMIT").unwrap();
+
+    assert_eq!(all_seqs(&mut other, "a"), vec![1]);
+    assert_eq!(all_seqs(&mut other, "b"), Vec::<i64>::new());
+    // the retried transaction gets the next sequences
+    other.batch_execute("BEGIN").unwrap();
+    assert_eq!(register(&mut other, "b", "{}").unwrap(), 1);
+    assert_eq!(register(&mut other, "a", "{}").unwrap(), 2);
+    other.batch_execute("COMMIT").unwrap();
+}
+
+#[test]
+fn appends_to_another_map_are_not_blocked() {
+    let (setup, mut holder) = Setup::new("other_map");
+    start(&mut holder, "held", 2);
+    start(&mut holder, "free", 2);
+    let mut other = setup.connect();
+
+    holder.batch_execute("BEGIN").unwrap();
+    register(&mut holder, "held", "{}").unwrap();
+
+    let began = Instant::now();
+    for expected in 1..=5 {
+        assert_eq!(register(&mut other, "free", "{}").unwrap(), expected);
+    }
+    assert!(began.elapsed() < Duration::from_secs(2));
+    holder.batch_execute("COMMIT").unwrap();
+}
+
+#[test]
+fn reads_do_not_wait_for_an_open_append_and_do_not_see_it() {
+    let (setup, mut holder) = Setup::new("reads");
+    start(&mut holder, "subs", 2);
+    for _ in 0..3 {
+        register(&mut holder, "subs", "{}").unwrap();
+    }
+    let mut reader = setup.connect();
+    let before = all_pages_text(&mut reader, "subs");
+
+    // the open append rolls a chunk over and holds the map's lock
+    holder.batch_execute("BEGIN").unwrap();
+    register(&mut holder, "subs", "{}").unwrap();
+    register(&mut holder, "subs", "{}").unwrap();
+
+    reader.batch_execute("SET statement_timeout = '2s'").unwrap();
+    let began = Instant::now();
+    assert_eq!(all_pages_text(&mut reader, "subs"), before);
+    assert!(began.elapsed() < Duration::from_secs(1));
+
+    holder.batch_execute("COMMIT").unwrap();
+    assert_eq!(all_seqs(&mut reader, "subs"), vec![5, 4, 3, 2, 1]);
+}
+
+#[test]
+fn an_open_read_transaction_does_not_block_appends() {
+    let (setup, mut reader) = Setup::new("reader_open");
+    start(&mut reader, "subs", 2);
+    let mut writer = setup.connect();
+    register(&mut writer, "subs", "{}").unwrap();
+
+    reader.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").unwrap();
+    let seen = all_seqs(&mut reader, "subs");
+
+    for expected in 2..=6 {
+        assert_eq!(register(&mut writer, "subs", "{}").unwrap(), expected);
+    }
+    // the reader's snapshot is stable
+    assert_eq!(all_seqs(&mut reader, "subs"), seen);
+    reader.batch_execute("COMMIT").unwrap();
+}
+
+#[test]
+fn several_appends_in_one_transaction_work_and_commit_together() {
+    let (setup, mut client) = Setup::new("one_txn");
+    start(&mut client, "subs", 3);
+    let mut observer = setup.connect();
+
+    client.batch_execute("BEGIN").unwrap();
+    for expected in 1..=10 {
+        assert_eq!(register(&mut client, "subs", "{}").unwrap(), expected);
+    }
+    assert_eq!(all_seqs(&mut observer, "subs"), Vec::<i64>::new());
+    client.batch_execute("COMMIT").unwrap();
+    assert_eq!(all_seqs(&mut observer, "subs"), (1..=10).rev().collect::<Vec<_>>());
+}
+
+#[test]
+fn a_rolled_back_append_leaves_no_gap() {
+    let (_setup, mut client) = Setup::new("rollback_gap");
+    start(&mut client, "subs", 100);
+    register(&mut client, "subs", "{}").unwrap();
+    client.batch_execute("BEGIN").unwrap();
+    assert_eq!(register(&mut client, "subs", "{}").unwrap(), 2);
+    client.batch_execute("ROLLBACK").unwrap();
+    assert_eq!(register(&mut client, "subs", "{}").unwrap(), 2);
+}
+
+#[test]
+fn a_rolled_back_rollover_leaves_the_map_exactly_as_it_was() {
+    let (_setup, mut client) = Setup::new("rollback_rollover");
+    start(&mut client, "subs", 3);
+    for i in 1..=6 {
+        register(&mut client, "subs", &format!(r#"{{"i": {i}}}"#)).unwrap();
+    }
+    let before = all_pages_text(&mut client, "subs");
+    let tables_before = storage_rows(&mut client);
+
+    client.batch_execute("BEGIN").unwrap();
+    // seq 7 archives the chunk 4..6, seq 10 archives 7..9
+    for expected in 7..=11 {
+        assert_eq!(register(&mut client, "subs", "{}").unwrap(), expected);
+    }
+    assert_eq!(all_pages(&mut client, "subs").len(), 4);
+    client.batch_execute("ROLLBACK").unwrap();
+
+    assert_eq!(all_pages_text(&mut client, "subs"), before);
+    assert_eq!(storage_rows(&mut client), tables_before);
+    assert_eq!(register(&mut client, "subs", "{}").unwrap(), 7);
+    assert_eq!(seqs(&all_pages(&mut client, "subs")[0]), vec![7]);
+}
+
+/// Every stored row of every table, as text, in key order.
+fn storage_rows(client: &mut Client) -> Vec<String> {
+    let sql = "SELECT 'state ' || s::text FROM chunked_map.map_state AS s
+               UNION ALL SELECT 'current ' || c::text FROM chunked_map.current_record AS c
+               UNION ALL SELECT 'archived ' || a::text FROM chunked_map.archived_chunk AS a
+               ORDER BY 1";
+    client.query(sql, &[]).unwrap().iter().map(|row| row.get(0)).collect()
+}
+
+#[test]
+fn repeatable_read_appends_after_a_concurrent_commit_get_40001() {
+    let (setup, mut first) = Setup::new("repeatable_read");
+    start(&mut first, "subs", 3);
+    let mut second = setup.connect();
+    register(&mut first, "subs", "{}").unwrap();
+
+    // a snapshot taken before the other append commits
+    second.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").unwrap();
+    assert_eq!(all_seqs(&mut second, "subs"), vec![1]);
+    assert_eq!(register(&mut first, "subs", "{}").unwrap(), 2);
+    assert_error(register(&mut second, "subs", "{}"), "40001", "\"subs\"");
+    second.batch_execute("ROLLBACK").unwrap();
+
+    // also when the concurrent append archived a chunk (the state row changed)
+    second.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").unwrap();
+    assert_eq!(all_seqs(&mut second, "subs"), vec![2, 1]);
+    assert_eq!(register(&mut first, "subs", "{}").unwrap(), 3);
+    assert_eq!(register(&mut first, "subs", "{}").unwrap(), 4);
+    assert_error(register(&mut second, "subs", "{}"), "40001", "\"subs\"");
+    second.batch_execute("ROLLBACK").unwrap();
+
+    assert_eq!(all_seqs(&mut first, "subs"), vec![4, 3, 2, 1]);
+}
+
+#[test]
+fn eight_writers_retrying_on_40001_produce_contiguous_sequences_in_full_chunks() {
+    const WRITERS: usize = 8;
+    const APPENDS_EACH: usize = 150;
+    const CHUNK_SIZE: i32 = 16;
+    let (setup, mut client) = Setup::new("eight_writers");
+    start(&mut client, "subs", CHUNK_SIZE);
+    let setup = Arc::new(setup);
+    let barrier = Arc::new(Barrier::new(WRITERS));
+
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|writer| {
+            let setup = Arc::clone(&setup);
+            let barrier = Arc::clone(&barrier);
+            std::thread::spawn(move || {
+                let mut client = setup.connect();
+                let mut conflicts = 0_u64;
+                let mut assigned = Vec::new();
+                barrier.wait();
+                for i in 0..APPENDS_EACH {
+                    let payload = format!(r#"{{"writer": {writer}, "i": {i}}}"#);
+                    loop {
+                        match register(&mut client, "subs", &payload) {
+                            Ok(seq) => {
+                                assigned.push((seq, payload));
+                                break;
+                            }
+                            Err(error) => {
+                                let code = error.code().map(|c| c.code().to_string());
+                                assert_eq!(code.as_deref(), Some("40001"), "{error}");
+                                conflicts += 1;
+                                // a little jittered backoff, as a real client would
+                                let micros = 100 + (conflicts * 37 + writer as u64 * 11) % 400;
+                                std::thread::sleep(Duration::from_micros(micros));
+                            }
+                        }
+                    }
+                }
+                (assigned, conflicts)
+            })
+        })
+        .collect();
+
+    let mut assigned = Vec::new();
+    let mut conflicts = 0;
+    for writer in writers {
+        let (seqs, retries) = writer.join().expect("writer thread");
+        assigned.extend(seqs);
+        conflicts += retries;
+    }
+    eprintln!("{} appends by {WRITERS} writers, {conflicts} conflicts retried", assigned.len());
+
+    let total = (WRITERS * APPENDS_EACH) as i64;
+    let mut numbers: Vec<i64> = assigned.iter().map(|(seq, _)| *seq).collect();
+    numbers.sort_unstable();
+    assert_eq!(numbers, (1..=total).collect::<Vec<_>>(), "no gap, no duplicate");
+
+    let pages = all_pages(&mut client, "subs");
+    let read: Vec<i64> = pages.iter().flat_map(seqs).collect();
+    assert_eq!(read, (1..=total).rev().collect::<Vec<_>>(), "every record once, newest first");
+    for page in &pages[1..] {
+        assert_eq!(seqs(page).len(), CHUNK_SIZE as usize, "archived chunk {}", page["page_token"]);
+    }
+    // each record holds the payload of the call that got its sequence
+    let by_seq: std::collections::HashMap<i64, serde_json::Value> = pages
+        .iter()
+        .flat_map(|page| page["records"].as_array().unwrap().clone())
+        .map(|record| (record["seq"].as_i64().unwrap(), record["payload"].clone()))
+        .collect();
+    for (seq, payload) in &assigned {
+        assert_eq!(&by_seq[seq], &serde_json::from_str::<serde_json::Value>(payload).unwrap());
+    }
+}
