@@ -1,0 +1,79 @@
+-- Every error of SPEC.md's table, with its SQLSTATE, and proof that a bad call changes nothing.
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS chunked_map CASCADE;
+RESET client_min_messages;
+CREATE EXTENSION chunked_map;
+SET search_path = chunked_map, public;
+\set VERBOSITY verbose
+SELECT chunked_start('subs', 2);
+SELECT chunked_register('subs', '{"n": 1}') FROM generate_series(1, 3);
+CREATE TEMP TABLE before AS
+    SELECT (SELECT string_agg(s::text, ';') FROM chunked_map.map_state AS s) AS state,
+           (SELECT string_agg(c::text, ';' ORDER BY c.seq) FROM chunked_map.current_record AS c) AS current,
+           (SELECT string_agg(a::text, ';' ORDER BY a.first_seq) FROM chunked_map.archived_chunk AS a) AS archived;
+
+-- 42704: a map that was never started
+SELECT chunked_register('nobody', '{}');
+SELECT chunked_page('nobody');
+SELECT chunked_page('nobody', '00000000000000000001');
+
+-- 22023: a token that is neither 'current' nor exactly 20 decimal digits
+SELECT chunked_page('subs', 'CURRENT');
+SELECT chunked_page('subs', '1');
+SELECT chunked_page('subs', '0000000000000000001');
+SELECT chunked_page('subs', '000000000000000000001');
+SELECT chunked_page('subs', '-0000000000000000001');
+SELECT chunked_page('subs', ' 0000000000000000001');
+SELECT chunked_page('subs', '٠٠٠٠٠٠٠٠٠٠٠٠٠٠٠٠٠٠٠١');
+SELECT chunked_page('subs', '');
+
+-- 42704: a well-formed token that names no archived chunk of the map
+SELECT chunked_page('subs', '00000000000000000002');
+SELECT chunked_page('subs', '00000000000000000003');
+SELECT chunked_page('subs', '00000000000000000000');
+SELECT chunked_page('subs', '99999999999999999999');
+SELECT chunked_start('other');
+SELECT chunked_page('other', '00000000000000000001');
+
+-- 22004: NULL for any argument
+SELECT chunked_start(NULL);
+SELECT chunked_start('subs', NULL);
+SELECT chunked_register(NULL, '{}');
+SELECT chunked_register('subs', NULL);
+SELECT chunked_page(NULL);
+SELECT chunked_page('subs', NULL);
+
+-- 22023: an empty map name, or one longer than 200 bytes
+SELECT chunked_start('');
+SELECT chunked_start(repeat('x', 201));
+SELECT chunked_register(repeat('é', 101), '{}');
+SELECT chunked_page('');
+SELECT chunked_start(repeat('x', 200));
+
+-- 22023: chunk_size outside 1..10000
+SELECT chunked_start('sizes', 0);
+SELECT chunked_start('sizes', -5);
+SELECT chunked_start('sizes', 10001);
+SELECT chunked_start('sizes', 10000);
+
+-- 54000: a payload larger than chunked_map.max_payload_bytes (default 1 MiB)
+SHOW chunked_map.max_payload_bytes;
+SELECT chunked_register('subs', jsonb_build_object('blob', repeat('x', 1048576)));
+SET chunked_map.max_payload_bytes = '1kB';
+SELECT chunked_register('subs', jsonb_build_object('blob', repeat('x', 1100)));
+-- exactly at the limit is accepted
+SET chunked_map.max_payload_bytes = 1116;
+SELECT chunked_register('sizes', jsonb_build_object('blob', repeat('x', 1100)));
+RESET chunked_map.max_payload_bytes;
+
+-- 40001 (concurrent appends) needs two sessions: tests/cluster/tests/concurrency.rs.
+
+-- none of the failed calls changed the map
+SELECT (SELECT string_agg(s::text, ';') FROM chunked_map.map_state AS s WHERE s.map = 'subs') = b.state
+           AS state_unchanged,
+       (SELECT string_agg(c::text, ';' ORDER BY c.seq) FROM chunked_map.current_record AS c) = b.current
+           AS current_unchanged,
+       (SELECT string_agg(a::text, ';' ORDER BY a.first_seq) FROM chunked_map.archived_chunk AS a) = b.archived
+           AS archived_unchanged
+FROM before AS b;
+SELECT chunked_register('subs', '{}');
