@@ -142,7 +142,9 @@ fn lock_map(client: &SpiClient<'_>, map: MapName<'_>) -> MapState {
         Some(ms) => with_lock_timeout(ms, || store::lock_state(client, map.as_str(), true)),
     };
     state.unwrap_or_else(|| {
-        report::raise(&ChunkedError::MapNotStarted { map: map.as_str().to_owned() })
+        report::raise(&ChunkedError::MapNotStarted {
+            map: map.as_str().to_owned(),
+        })
     })
 }
 
@@ -176,9 +178,9 @@ fn with_lock_timeout<R>(ms: i32, f: impl FnOnce() -> R) -> R {
 fn concurrent_append_is_conflict<R>(map: MapName<'_>, f: impl FnOnce() -> R) -> R {
     let conflict = move |error: CaughtError| -> R {
         match error {
-            CaughtError::PostgresError(_) => {
-                report::raise(&ChunkedError::Conflict { map: map.as_str().to_owned() })
-            }
+            CaughtError::PostgresError(_) => report::raise(&ChunkedError::Conflict {
+                map: map.as_str().to_owned(),
+            }),
             ours => ours.rethrow(),
         }
     };

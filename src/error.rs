@@ -19,7 +19,11 @@ pub enum ChunkedError {
 
     /// An optimistic append found another newest sequence than the caller expected.
     #[error("map \"{map}\" has newest sequence {actual}, expected {expected}")]
-    UnexpectedLastSeq { map: String, expected: i64, actual: i64 },
+    UnexpectedLastSeq {
+        map: String,
+        expected: i64,
+        actual: i64,
+    },
 
     #[error("map \"{map}\" does not exist")]
     MapNotStarted { map: String },
@@ -37,7 +41,10 @@ pub enum ChunkedError {
     NullArgument { argument: &'static str },
 
     #[error("argument \"{argument}\" must not contain null (element {index})")]
-    NullElement { argument: &'static str, index: usize },
+    NullElement {
+        argument: &'static str,
+        index: usize,
+    },
 
     #[error("map name must be 1 to {MAX_MAP_NAME_BYTES} bytes long, got {bytes} bytes")]
     InvalidMapName { bytes: usize },
@@ -54,7 +61,10 @@ pub enum ChunkedError {
 
     /// Direct DML on stored history by a role that does not own the extension's tables.
     #[error("{operation} on {table} is not allowed: chunked_map history is append-only")]
-    HistoryIsImmutable { operation: &'static str, table: String },
+    HistoryIsImmutable {
+        operation: &'static str,
+        table: String,
+    },
 }
 
 impl ChunkedError {

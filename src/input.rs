@@ -60,7 +60,10 @@ mod tests {
 
     #[test]
     fn empty_or_over_200_bytes_is_refused_with_the_length() {
-        assert_eq!(MapName::parse(Some("")), Err(ChunkedError::InvalidMapName { bytes: 0 }));
+        assert_eq!(
+            MapName::parse(Some("")),
+            Err(ChunkedError::InvalidMapName { bytes: 0 })
+        );
         assert_eq!(
             MapName::parse(Some(&"x".repeat(201))),
             Err(ChunkedError::InvalidMapName { bytes: 201 })
@@ -73,8 +76,16 @@ mod tests {
 
     #[test]
     fn null_arguments_are_named() {
-        assert_eq!(MapName::parse(None), Err(ChunkedError::NullArgument { argument: "map" }));
-        assert_eq!(chunk_size(None), Err(ChunkedError::NullArgument { argument: "chunk_size" }));
+        assert_eq!(
+            MapName::parse(None),
+            Err(ChunkedError::NullArgument { argument: "map" })
+        );
+        assert_eq!(
+            chunk_size(None),
+            Err(ChunkedError::NullArgument {
+                argument: "chunk_size"
+            })
+        );
     }
 
     #[test]
@@ -82,7 +93,10 @@ mod tests {
         assert_eq!(chunk_size(Some(1)), Ok(1));
         assert_eq!(chunk_size(Some(10_000)), Ok(10_000));
         for value in [0, -1, 10_001, i32::MIN, i32::MAX] {
-            assert_eq!(chunk_size(Some(value)), Err(ChunkedError::ChunkSizeOutOfRange { value }));
+            assert_eq!(
+                chunk_size(Some(value)),
+                Err(ChunkedError::ChunkSizeOutOfRange { value })
+            );
         }
     }
 
@@ -91,7 +105,10 @@ mod tests {
         assert_eq!(payload_size(1024, 1024), Ok(()));
         assert_eq!(
             payload_size(1025, 1024),
-            Err(ChunkedError::PayloadTooLarge { bytes: 1025, limit: 1024 })
+            Err(ChunkedError::PayloadTooLarge {
+                bytes: 1025,
+                limit: 1024
+            })
         );
     }
 }

@@ -110,7 +110,11 @@ impl JsonbArray {
             let count = usize::try_from(count).unwrap_or(0);
             let values = std::slice::from_raw_parts(values, count);
             let nulls = std::slice::from_raw_parts(nulls, count);
-            values.iter().zip(nulls).map(|(v, n)| (!n).then_some(Jsonb(*v))).collect()
+            values
+                .iter()
+                .zip(nulls)
+                .map(|(v, n)| (!n).then_some(Jsonb(*v)))
+                .collect()
         }
     }
 }

@@ -20,7 +20,10 @@ pub fn page(map: MapName<'_>, token: &str) -> Jsonb {
         };
         page.ok_or_else(|| {
             if parsed != PageToken::Current && store::map_exists(client, map.as_str()) {
-                ChunkedError::UnknownToken { map: map.as_str().to_owned(), token: token.to_owned() }
+                ChunkedError::UnknownToken {
+                    map: map.as_str().to_owned(),
+                    token: token.to_owned(),
+                }
             } else {
                 not_started(map)
             }
@@ -35,14 +38,21 @@ pub fn info(map: MapName<'_>) -> Jsonb {
 }
 
 pub fn get(map: MapName<'_>, seq: i64) -> Jsonb {
-    Spi::connect(|client| match store::get_record(client, map.as_str(), seq) {
-        None => Err(not_started(map)),
-        Some(None) => Err(ChunkedError::UnknownSeq { map: map.as_str().to_owned(), seq }),
-        Some(Some(record)) => Ok(record),
-    })
+    Spi::connect(
+        |client| match store::get_record(client, map.as_str(), seq) {
+            None => Err(not_started(map)),
+            Some(None) => Err(ChunkedError::UnknownSeq {
+                map: map.as_str().to_owned(),
+                seq,
+            }),
+            Some(Some(record)) => Ok(record),
+        },
+    )
     .or_raise()
 }
 
 fn not_started(map: MapName<'_>) -> ChunkedError {
-    ChunkedError::MapNotStarted { map: map.as_str().to_owned() }
+    ChunkedError::MapNotStarted {
+        map: map.as_str().to_owned(),
+    }
 }

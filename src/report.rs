@@ -20,7 +20,11 @@ pub fn raise(error: &ChunkedError) -> ! {
 }
 
 pub fn raise_internal(message: &str) -> ! {
-    ErrorReport::new(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("chunked_map: {message}"), "chunked_map")
-        .report(PgLogLevel::ERROR);
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+        format!("chunked_map: {message}"),
+        "chunked_map",
+    )
+    .report(PgLogLevel::ERROR);
     unreachable!("an ERROR report does not return")
 }

@@ -51,7 +51,11 @@ fn run<'conn>(
     PREPARED.with(|prepared| {
         let mut prepared = prepared.borrow_mut();
         if !prepared.contains_key(statement.sql) {
-            let types: Vec<PgOid> = statement.params.iter().map(|oid| PgOid::from(*oid)).collect();
+            let types: Vec<PgOid> = statement
+                .params
+                .iter()
+                .map(|oid| PgOid::from(*oid))
+                .collect();
             let plan = if statement.writes {
                 client.prepare_mut(statement.sql, &types)?
             } else {
@@ -101,7 +105,10 @@ const START: Statement = Statement {
 
 /// Creates the map's state row; `false` when the map already existed.
 pub fn start(client: &SpiClient<'_>, map: &str, chunk_size: i32) -> bool {
-    run(client, &START, &[arg(map), arg(chunk_size)]).or_raise().len() == 1
+    run(client, &START, &[arg(map), arg(chunk_size)])
+        .or_raise()
+        .len()
+        == 1
 }
 
 /// `FOR UPDATE NOWAIT`: the append lock. Never waits; a held lock raises 55P03, which the
@@ -127,7 +134,11 @@ const LOCK_STATE_WAIT: Statement = Statement {
 
 /// Locks the map's state row, `None` when the map was never started.
 pub fn lock_state(client: &SpiClient<'_>, map: &str, wait: bool) -> Option<MapState> {
-    let statement = if wait { &LOCK_STATE_WAIT } else { &LOCK_STATE_NOWAIT };
+    let statement = if wait {
+        &LOCK_STATE_WAIT
+    } else {
+        &LOCK_STATE_NOWAIT
+    };
     let rows = run(client, statement, &[arg(map)]).or_raise();
     if rows.is_empty() {
         return None;
@@ -275,7 +286,12 @@ const SET_CHUNK_SIZE: Statement = Statement {
 };
 
 pub fn set_chunk_size(client: &SpiClient<'_>, map: &str, chunk_size: i32, current_is_empty: bool) {
-    run(client, &SET_CHUNK_SIZE, &[arg(map), arg(chunk_size), arg(current_is_empty)]).or_raise();
+    run(
+        client,
+        &SET_CHUNK_SIZE,
+        &[arg(map), arg(chunk_size), arg(current_is_empty)],
+    )
+    .or_raise();
 }
 
 /// The current page: the current chunk's records newest first, and the newest archived token.
@@ -326,7 +342,12 @@ pub fn archived_page(
     first_seq: i64,
     token: &str,
 ) -> Option<Jsonb> {
-    let rows = run(client, &ARCHIVED_PAGE, &[arg(map), arg(first_seq), arg(token)]).or_raise();
+    let rows = run(
+        client,
+        &ARCHIVED_PAGE,
+        &[arg(map), arg(first_seq), arg(token)],
+    )
+    .or_raise();
     if rows.is_empty() {
         None
     } else {

@@ -62,7 +62,10 @@ mod tests {
         let current = page("m", "current");
         assert_eq!(seqs(&current), vec![101]);
         assert_eq!(current["next_page_token"], "00000000000000000001");
-        assert_eq!(seqs(&page("m", "00000000000000000001")), (1..=100).rev().collect::<Vec<_>>());
+        assert_eq!(
+            seqs(&page("m", "00000000000000000001")),
+            (1..=100).rev().collect::<Vec<_>>()
+        );
     }
 
     #[pg_test]
@@ -79,8 +82,14 @@ mod tests {
         query::<bool>("SELECT chunked_map.chunked_start('a')");
         query::<bool>("SELECT chunked_map.chunked_start('b')");
         append_n("a", 5);
-        assert_eq!(query::<i64>("SELECT chunked_map.chunked_register('b', '{}')"), 1);
-        assert_eq!(query::<i64>("SELECT chunked_map.chunked_register('a', '{}')"), 6);
+        assert_eq!(
+            query::<i64>("SELECT chunked_map.chunked_register('b', '{}')"),
+            1
+        );
+        assert_eq!(
+            query::<i64>("SELECT chunked_map.chunked_register('a', '{}')"),
+            6
+        );
     }
 
     #[pg_test]
@@ -121,11 +130,16 @@ mod tests {
     fn pages_carry_payloads_exactly_newest_first() {
         query::<bool>("SELECT chunked_map.chunked_start('m', 2)");
         for payload in [r#"{"n": 1}"#, r#"[1, "two", null]"#, r#""text""#] {
-            Spi::run(&format!("SELECT chunked_map.chunked_register('m', '{payload}')"))
-                .expect("append");
+            Spi::run(&format!(
+                "SELECT chunked_map.chunked_register('m', '{payload}')"
+            ))
+            .expect("append");
         }
         let current = page("m", "current");
-        assert_eq!(current["records"], serde_json::json!([{"seq": 3, "payload": "text"}]));
+        assert_eq!(
+            current["records"],
+            serde_json::json!([{"seq": 3, "payload": "text"}])
+        );
         let archived = page("m", "00000000000000000001");
         assert_eq!(
             archived["records"],
@@ -140,7 +154,10 @@ mod tests {
     fn numbers_are_kept_exactly() {
         query::<bool>("SELECT chunked_map.chunked_start('m')");
         let payload = r#"{"big": 123456789012345678901234567890, "tiny": 1e-400, "x": 1.50}"#;
-        Spi::run(&format!("SELECT chunked_map.chunked_register('m', '{payload}')")).expect("append");
+        Spi::run(&format!(
+            "SELECT chunked_map.chunked_register('m', '{payload}')"
+        ))
+        .expect("append");
         let stored: bool = query(&format!(
             "SELECT chunked_map.chunked_page('m') -> 'records' -> 0 -> 'payload' = '{payload}'::jsonb"
         ));
@@ -172,8 +189,14 @@ mod tests {
     fn archived_tokens_are_the_zero_padded_first_sequence() {
         query::<bool>("SELECT chunked_map.chunked_start('m', 100)");
         append_n("m", 201);
-        assert_eq!(page("m", "current")["next_page_token"], "00000000000000000101");
-        assert_eq!(page("m", "00000000000000000101")["next_page_token"], "00000000000000000001");
+        assert_eq!(
+            page("m", "current")["next_page_token"],
+            "00000000000000000101"
+        );
+        assert_eq!(
+            page("m", "00000000000000000101")["next_page_token"],
+            "00000000000000000001"
+        );
     }
 
     #[pg_test]
@@ -199,10 +222,16 @@ mod tests {
     #[pg_test]
     fn map_names_are_any_text_of_1_to_200_bytes() {
         let name = "ü".repeat(100); // 200 bytes
-        assert!(query::<bool>(&format!("SELECT chunked_map.chunked_start('{name}')")));
-        assert!(query::<bool>("SELECT chunked_map.chunked_start('it''s a \"map\"; DROP TABLE x')"));
+        assert!(query::<bool>(&format!(
+            "SELECT chunked_map.chunked_start('{name}')"
+        )));
+        assert!(query::<bool>(
+            "SELECT chunked_map.chunked_start('it''s a \"map\"; DROP TABLE x')"
+        ));
         assert_eq!(
-            query::<i64>("SELECT chunked_map.chunked_register('it''s a \"map\"; DROP TABLE x', '{}')"),
+            query::<i64>(
+                "SELECT chunked_map.chunked_register('it''s a \"map\"; DROP TABLE x', '{}')"
+            ),
             1
         );
     }

@@ -26,10 +26,14 @@ impl PageToken {
             return Ok(PageToken::Current);
         }
         if token.len() != TOKEN_DIGITS || !token.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(ChunkedError::MalformedToken { token: token.to_owned() });
+            return Err(ChunkedError::MalformedToken {
+                token: token.to_owned(),
+            });
         }
         // 20 digits always fit in a u128; values above i64::MAX cannot be a sequence.
-        let value: u128 = token.bytes().fold(0, |acc, b| acc * 10 + u128::from(b - b'0'));
+        let value: u128 = token
+            .bytes()
+            .fold(0, |acc, b| acc * 10 + u128::from(b - b'0'));
         Ok(PageToken::Archived(i64::try_from(value).ok()))
     }
 }
@@ -50,9 +54,18 @@ mod tests {
 
     #[test]
     fn twenty_digits_name_an_archived_chunk_by_its_first_sequence() {
-        assert_eq!(PageToken::parse("00000000000000000001"), Ok(PageToken::Archived(Some(1))));
-        assert_eq!(PageToken::parse("00000000000000000101"), Ok(PageToken::Archived(Some(101))));
-        assert_eq!(PageToken::parse("00000000000000000000"), Ok(PageToken::Archived(Some(0))));
+        assert_eq!(
+            PageToken::parse("00000000000000000001"),
+            Ok(PageToken::Archived(Some(1)))
+        );
+        assert_eq!(
+            PageToken::parse("00000000000000000101"),
+            Ok(PageToken::Archived(Some(101)))
+        );
+        assert_eq!(
+            PageToken::parse("00000000000000000000"),
+            Ok(PageToken::Archived(Some(0)))
+        );
         assert_eq!(
             PageToken::parse("09223372036854775807"),
             Ok(PageToken::Archived(Some(i64::MAX)))
@@ -61,8 +74,14 @@ mod tests {
 
     #[test]
     fn well_formed_tokens_beyond_the_largest_sequence_name_no_chunk() {
-        assert_eq!(PageToken::parse("09223372036854775808"), Ok(PageToken::Archived(None)));
-        assert_eq!(PageToken::parse("99999999999999999999"), Ok(PageToken::Archived(None)));
+        assert_eq!(
+            PageToken::parse("09223372036854775808"),
+            Ok(PageToken::Archived(None))
+        );
+        assert_eq!(
+            PageToken::parse("99999999999999999999"),
+            Ok(PageToken::Archived(None))
+        );
     }
 
     #[test]
@@ -83,15 +102,17 @@ mod tests {
             "0000000000000000101 ",
             "000000000000000001O1", // letter O
             "0000000000000000010\t",
-            "٠٠٠٠٠٠٠٠٠٠٠٠٠٠٠٠٠١٠١", // Arabic-Indic digits
-            "０００００００００００００００００１０１",   // full-width digits
+            "٠٠٠٠٠٠٠٠٠٠٠٠٠٠٠٠٠١٠١",                     // Arabic-Indic digits
+            "０００００００００００００００００１０１", // full-width digits
             "0x000000000000000065",
             "1e000000000000000001",
         ];
         for token in bad {
             assert_eq!(
                 PageToken::parse(token),
-                Err(ChunkedError::MalformedToken { token: token.to_owned() }),
+                Err(ChunkedError::MalformedToken {
+                    token: token.to_owned()
+                }),
                 "{token:?}"
             );
         }
@@ -107,7 +128,10 @@ mod tests {
     #[test]
     fn formatting_and_parsing_round_trip() {
         for seq in [1, 7, 100, 101, 12_345, 10_000_001, i64::MAX] {
-            assert_eq!(PageToken::parse(&archived_token(seq)), Ok(PageToken::Archived(Some(seq))));
+            assert_eq!(
+                PageToken::parse(&archived_token(seq)),
+                Ok(PageToken::Archived(Some(seq)))
+            );
         }
     }
 }

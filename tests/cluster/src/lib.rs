@@ -16,7 +16,10 @@ pub mod page;
 pub const SUPERUSER: &str = "postgres";
 
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repository root")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repository root")
 }
 
 pub fn pg_bin(program: &str) -> PathBuf {
@@ -41,7 +44,11 @@ impl Cluster {
         let dir = PathBuf::from(format!("/tmp/chunked_map-test-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let port = free_port();
-        let mut args = vec!["start".to_string(), dir.display().to_string(), port.to_string()];
+        let mut args = vec![
+            "start".to_string(),
+            dir.display().to_string(),
+            port.to_string(),
+        ];
         for setting in settings {
             args.push("-c".into());
             args.push((*setting).into());
@@ -77,7 +84,10 @@ impl Cluster {
 
     /// A libpq URL over TCP, for programs in other languages.
     pub fn url(&self, database: &str) -> String {
-        format!("postgresql://{SUPERUSER}@127.0.0.1:{}/{database}", self.port)
+        format!(
+            "postgresql://{SUPERUSER}@127.0.0.1:{}/{database}",
+            self.port
+        )
     }
 
     /// Creates `database` with the extension installed in it, and returns a connection to it.
@@ -86,13 +96,19 @@ impl Cluster {
             .batch_execute(&format!("CREATE DATABASE \"{database}\""))
             .expect("create database");
         let mut client = self.connect(database);
-        client.batch_execute("CREATE EXTENSION chunked_map").expect("create extension");
+        client
+            .batch_execute("CREATE EXTENSION chunked_map")
+            .expect("create extension");
         client
     }
 
     /// Stops the server the way a crash would: no checkpoint, no goodbye to clients.
     pub fn crash(&self) {
-        self.script(&["stop".into(), self.dir.display().to_string(), "immediate".into()]);
+        self.script(&[
+            "stop".into(),
+            self.dir.display().to_string(),
+            "immediate".into(),
+        ]);
     }
 
     pub fn restart(&self) {
@@ -121,7 +137,10 @@ impl Cluster {
 
     fn script(&self, args: &[String]) {
         let script = repo_root().join("scripts/pgcluster.sh");
-        let output = Command::new(&script).args(args).output().expect("run pgcluster.sh");
+        let output = Command::new(&script)
+            .args(args)
+            .output()
+            .expect("run pgcluster.sh");
         if !output.status.success() {
             let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
             panic!(
@@ -136,7 +155,9 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         let script = repo_root().join("scripts/pgcluster.sh");
-        let _ = Command::new(script).args(["stop", &self.dir.display().to_string()]).output();
+        let _ = Command::new(script)
+            .args(["stop", &self.dir.display().to_string()])
+            .output();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -156,7 +177,9 @@ fn free_port() -> u16 {
 
 /// The SQLSTATE and message of a failed statement.
 pub fn db_error(error: &postgres::Error) -> (String, String) {
-    let db = error.as_db_error().unwrap_or_else(|| panic!("not a server error: {error}"));
+    let db = error
+        .as_db_error()
+        .unwrap_or_else(|| panic!("not a server error: {error}"));
     (db.code().code().to_string(), db.message().to_string())
 }
 
@@ -168,14 +191,25 @@ pub fn assert_error<T: std::fmt::Debug>(
     message: &str,
 ) -> postgres::error::DbError {
     let error = result.expect_err("expected an error");
-    let db = error.as_db_error().unwrap_or_else(|| panic!("not a server error: {error}")).clone();
+    let db = error
+        .as_db_error()
+        .unwrap_or_else(|| panic!("not a server error: {error}"))
+        .clone();
     assert_eq!(db.code().code(), sqlstate, "SQLSTATE of: {}", db.message());
-    assert!(db.message().contains(message), "message {:?} should contain {message:?}", db.message());
+    assert!(
+        db.message().contains(message),
+        "message {:?} should contain {message:?}",
+        db.message()
+    );
     db
 }
 
 /// Runs a query that returns one jsonb value and parses it.
-pub fn query_json(client: &mut Client, sql: &str, params: &[&(dyn postgres::types::ToSql + Sync)]) -> Value {
+pub fn query_json(
+    client: &mut Client,
+    sql: &str,
+    params: &[&(dyn postgres::types::ToSql + Sync)],
+) -> Value {
     let text: String = client
         .query_one(&format!("SELECT ({sql})::text"), params)
         .unwrap_or_else(|e| panic!("{sql}: {e}"))

@@ -9,7 +9,10 @@ pub fn all_pages_text(client: &mut Client, map: &str) -> Vec<(String, String)> {
     let mut pages = Vec::new();
     loop {
         let text: String = client
-            .query_one("SELECT chunked_map.chunked_page($1, $2)::text", &[&map, &token])
+            .query_one(
+                "SELECT chunked_map.chunked_page($1, $2)::text",
+                &[&map, &token],
+            )
             .unwrap_or_else(|e| panic!("page {token} of {map}: {e}"))
             .get(0);
         let page: Value = serde_json::from_str(&text).expect("page is JSON");

@@ -11,12 +11,17 @@ use chunked_map_cluster_tests::{assert_error, Client, Cluster};
 const REGISTER: &str = "SELECT chunked_map.chunked_register($1, $2::text::jsonb)";
 
 fn register(client: &mut Client, map: &str, payload: &str) -> Result<i64, postgres::Error> {
-    client.query_one(REGISTER, &[&map, &payload]).map(|row| row.get(0))
+    client
+        .query_one(REGISTER, &[&map, &payload])
+        .map(|row| row.get(0))
 }
 
 fn start(client: &mut Client, map: &str, chunk_size: i32) {
     client
-        .execute("SELECT chunked_map.chunked_start($1, $2)", &[&map, &chunk_size])
+        .execute(
+            "SELECT chunked_map.chunked_start($1, $2)",
+            &[&map, &chunk_size],
+        )
         .expect("start");
 }
 
@@ -50,8 +55,14 @@ fn a_second_transaction_appending_to_a_held_map_gets_40001_at_once() {
     let began = Instant::now();
     let error = assert_error(register(&mut other, "subs", "{}"), "40001", "\"subs\"");
     let waited = began.elapsed();
-    assert!(waited < Duration::from_millis(900), "the conflict took {waited:?}");
-    assert_eq!(error.message(), "map \"subs\" is locked by a concurrent append");
+    assert!(
+        waited < Duration::from_millis(900),
+        "the conflict took {waited:?}"
+    );
+    assert_eq!(
+        error.message(),
+        "map \"subs\" is locked by a concurrent append"
+    );
     assert_eq!(error.hint(), Some("Retry the transaction."));
 
     // the failed transaction changed nothing, and the other session is usable again
@@ -131,7 +142,9 @@ fn reads_do_not_wait_for_an_open_append_and_do_not_see_it() {
     register(&mut holder, "subs", "{}").unwrap();
     register(&mut holder, "subs", "{}").unwrap();
 
-    reader.batch_execute("SET statement_timeout = '2s'").unwrap();
+    reader
+        .batch_execute("SET statement_timeout = '2s'")
+        .unwrap();
     let began = Instant::now();
     assert_eq!(all_pages_text(&mut reader, "subs"), before);
     assert!(began.elapsed() < Duration::from_secs(1));
@@ -147,7 +160,9 @@ fn an_open_read_transaction_does_not_block_appends() {
     let mut writer = setup.connect();
     register(&mut writer, "subs", "{}").unwrap();
 
-    reader.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").unwrap();
+    reader
+        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        .unwrap();
     let seen = all_seqs(&mut reader, "subs");
 
     for expected in 2..=6 {
@@ -170,7 +185,10 @@ fn several_appends_in_one_transaction_work_and_commit_together() {
     }
     assert_eq!(all_seqs(&mut observer, "subs"), Vec::<i64>::new());
     client.batch_execute("COMMIT").unwrap();
-    assert_eq!(all_seqs(&mut observer, "subs"), (1..=10).rev().collect::<Vec<_>>());
+    assert_eq!(
+        all_seqs(&mut observer, "subs"),
+        (1..=10).rev().collect::<Vec<_>>()
+    );
 }
 
 #[test]
@@ -214,7 +232,12 @@ fn storage_rows(client: &mut Client) -> Vec<String> {
                UNION ALL SELECT 'current ' || c::text FROM chunked_map.current_record AS c
                UNION ALL SELECT 'archived ' || a::text FROM chunked_map.archived_chunk AS a
                ORDER BY 1";
-    client.query(sql, &[]).unwrap().iter().map(|row| row.get(0)).collect()
+    client
+        .query(sql, &[])
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
 }
 
 #[test]
@@ -225,14 +248,18 @@ fn repeatable_read_appends_after_a_concurrent_commit_get_40001() {
     register(&mut first, "subs", "{}").unwrap();
 
     // a snapshot taken before the other append commits
-    second.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").unwrap();
+    second
+        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        .unwrap();
     assert_eq!(all_seqs(&mut second, "subs"), vec![1]);
     assert_eq!(register(&mut first, "subs", "{}").unwrap(), 2);
     assert_error(register(&mut second, "subs", "{}"), "40001", "\"subs\"");
     second.batch_execute("ROLLBACK").unwrap();
 
     // also when the concurrent append archived a chunk (the state row changed)
-    second.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").unwrap();
+    second
+        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        .unwrap();
     assert_eq!(all_seqs(&mut second, "subs"), vec![2, 1]);
     assert_eq!(register(&mut first, "subs", "{}").unwrap(), 3);
     assert_eq!(register(&mut first, "subs", "{}").unwrap(), 4);
@@ -292,18 +319,34 @@ fn eight_writers_retrying_on_40001_produce_contiguous_sequences_in_full_chunks()
         assigned.extend(seqs);
         conflicts += retries;
     }
-    eprintln!("{} appends by {WRITERS} writers, {conflicts} conflicts retried", assigned.len());
+    eprintln!(
+        "{} appends by {WRITERS} writers, {conflicts} conflicts retried",
+        assigned.len()
+    );
 
     let total = (WRITERS * APPENDS_EACH) as i64;
     let mut numbers: Vec<i64> = assigned.iter().map(|(seq, _)| *seq).collect();
     numbers.sort_unstable();
-    assert_eq!(numbers, (1..=total).collect::<Vec<_>>(), "no gap, no duplicate");
+    assert_eq!(
+        numbers,
+        (1..=total).collect::<Vec<_>>(),
+        "no gap, no duplicate"
+    );
 
     let pages = all_pages(&mut client, "subs");
     let read: Vec<i64> = pages.iter().flat_map(seqs).collect();
-    assert_eq!(read, (1..=total).rev().collect::<Vec<_>>(), "every record once, newest first");
+    assert_eq!(
+        read,
+        (1..=total).rev().collect::<Vec<_>>(),
+        "every record once, newest first"
+    );
     for page in &pages[1..] {
-        assert_eq!(seqs(page).len(), CHUNK_SIZE as usize, "archived chunk {}", page["page_token"]);
+        assert_eq!(
+            seqs(page).len(),
+            CHUNK_SIZE as usize,
+            "archived chunk {}",
+            page["page_token"]
+        );
     }
     // each record holds the payload of the call that got its sequence
     let by_seq: std::collections::HashMap<i64, serde_json::Value> = pages
@@ -312,6 +355,9 @@ fn eight_writers_retrying_on_40001_produce_contiguous_sequences_in_full_chunks()
         .map(|record| (record["seq"].as_i64().unwrap(), record["payload"].clone()))
         .collect();
     for (seq, payload) in &assigned {
-        assert_eq!(&by_seq[seq], &serde_json::from_str::<serde_json::Value>(payload).unwrap());
+        assert_eq!(
+            &by_seq[seq],
+            &serde_json::from_str::<serde_json::Value>(payload).unwrap()
+        );
     }
 }

@@ -34,7 +34,8 @@ fn pg_regress_output_matches_the_expected_files() {
         return;
     }
     if !status.success() {
-        let diffs = std::fs::read_to_string(output_dir.join("regression.diffs")).unwrap_or_default();
+        let diffs =
+            std::fs::read_to_string(output_dir.join("regression.diffs")).unwrap_or_default();
         panic!("pg_regress found differences:\n{diffs}");
     }
 }
