@@ -9,18 +9,22 @@
 //! - `input`: argument checks
 //! - `error`: every failure and its SQLSTATE; `report`: raising them
 //! - `jsonb`: jsonb values passed through as datums
+//! - `immutability`: the trigger that keeps history from being rewritten
+//! - `verify`: `chunked_verify`, the consistency check
 //! - `guc`: settings
 
 mod api;
 mod append;
 mod error;
 mod guc;
+mod immutability;
 mod input;
 mod jsonb;
 mod read;
 mod report;
 mod store;
 mod token;
+mod verify;
 
 #[cfg(any(test, feature = "pg_test"))]
 mod tests;
@@ -28,6 +32,16 @@ mod tests;
 ::pgrx::pg_module_magic!(name, version);
 
 pgrx::extension_sql_file!("../sql/bootstrap.sql", name = "bootstrap", bootstrap);
+pgrx::extension_sql_file!(
+    "../sql/records.sql",
+    name = "records",
+    requires = [api::chunked_page]
+);
+pgrx::extension_sql_file!(
+    "../sql/protect.sql",
+    name = "protect",
+    requires = ["bootstrap", immutability::chunked_forbid_rewrite]
+);
 pgrx::extension_sql_file!("../sql/finalize.sql", name = "finalize", finalize);
 
 #[pgrx::pg_guard]

@@ -442,3 +442,106 @@ pub fn get_record(client: &SpiClient<'_>, map: &str, seq: i64) -> Option<Option<
         Some(rows.first().get_one::<Jsonb>().or_raise())
     }
 }
+
+/// What `chunked_verify` needs to know of a map; reads its whole history (it is a DBA's tool,
+/// not the append or page path).
+pub struct StoredMap {
+    pub state: Option<StoredState>,
+    pub chunks: Vec<StoredChunk>,
+    pub current: CurrentRecords,
+}
+
+pub struct StoredState {
+    pub chunk_size: i32,
+    pub current_first_seq: i64,
+    pub current_chunk_size: i32,
+    pub newest_archived_token: Option<String>,
+    pub archived_chunks: i64,
+}
+
+pub struct StoredChunk {
+    pub first_seq: i64,
+    pub chunk_size: i32,
+    pub prev_token: Option<String>,
+    pub layout: i16,
+    pub record_count: i64,
+    /// Records that are not `{"seq": n, "payload": ...}` with n at its place (newest first).
+    pub misplaced_records: i64,
+}
+
+pub struct CurrentRecords {
+    pub count: i64,
+    pub min_seq: Option<i64>,
+    pub max_seq: Option<i64>,
+}
+
+const STORED_STATE: Statement = Statement {
+    sql: "SELECT s.chunk_size, s.current_first_seq, s.current_chunk_size,
+                 s.newest_archived_token, s.archived_chunks
+          FROM chunked_map.map_state AS s
+          WHERE s.map = $1",
+    params: &[TEXT],
+    writes: false,
+};
+
+const STORED_CHUNKS: Statement = Statement {
+    sql: "SELECT a.first_seq, a.chunk_size, a.prev_token, a.layout,
+                 CASE jsonb_typeof(a.records) WHEN 'array' THEN jsonb_array_length(a.records) END,
+                 (SELECT count(*)
+                  FROM jsonb_array_elements(CASE jsonb_typeof(a.records) WHEN 'array' THEN a.records
+                                                 ELSE '[]' END) WITH ORDINALITY AS e(record, position)
+                  WHERE jsonb_typeof(e.record) IS DISTINCT FROM 'object'
+                     OR e.record -> 'seq' IS DISTINCT FROM to_jsonb(a.first_seq + a.chunk_size - e.position)
+                     OR NOT e.record ? 'payload'
+                     OR (SELECT count(*) FROM jsonb_object_keys(e.record)) <> 2)
+          FROM chunked_map.archived_chunk AS a
+          WHERE a.map = $1
+          ORDER BY a.first_seq",
+    params: &[TEXT],
+    writes: false,
+};
+
+const STORED_CURRENT: Statement = Statement {
+    sql: "SELECT count(*), min(c.seq), max(c.seq)
+          FROM chunked_map.current_record AS c
+          WHERE c.map = $1",
+    params: &[TEXT],
+    writes: false,
+};
+
+pub fn stored_map(client: &SpiClient<'_>, map: &str) -> StoredMap {
+    let state_rows = run(client, &STORED_STATE, &[arg(map)]).or_raise();
+    let state = (!state_rows.is_empty()).then(|| {
+        let row = state_rows.first();
+        StoredState {
+            chunk_size: row.get::<i32>(1).or_raise().unwrap_or_default(),
+            current_first_seq: row.get::<i64>(2).or_raise().unwrap_or_default(),
+            current_chunk_size: row.get::<i32>(3).or_raise().unwrap_or_default(),
+            newest_archived_token: row.get::<String>(4).or_raise(),
+            archived_chunks: row.get::<i64>(5).or_raise().unwrap_or_default(),
+        }
+    });
+    let chunks = run(client, &STORED_CHUNKS, &[arg(map)])
+        .or_raise()
+        .map(|row| StoredChunk {
+            first_seq: row.get::<i64>(1).or_raise().unwrap_or_default(),
+            chunk_size: row.get::<i32>(2).or_raise().unwrap_or_default(),
+            prev_token: row.get::<String>(3).or_raise(),
+            layout: row.get::<i16>(4).or_raise().unwrap_or_default(),
+            record_count: row.get::<i32>(5).or_raise().map_or(-1, i64::from),
+            misplaced_records: row.get::<i64>(6).or_raise().unwrap_or_default(),
+        })
+        .collect();
+    let current_rows = run(client, &STORED_CURRENT, &[arg(map)]).or_raise();
+    let row = current_rows.first();
+    let current = CurrentRecords {
+        count: row.get::<i64>(1).or_raise().unwrap_or_default(),
+        min_seq: row.get::<i64>(2).or_raise(),
+        max_seq: row.get::<i64>(3).or_raise(),
+    };
+    StoredMap {
+        state,
+        chunks,
+        current,
+    }
+}

@@ -1,0 +1,170 @@
+//! `chunked_verify`: checks that a map's storage is what the append path would have written,
+//! and reports (never raises) what it finds wrong.
+//!
+//! A consistent map: archived chunks start at 1 and follow each other without gap or overlap,
+//! each holds exactly its size of records numbered in place; the token chain from the state's
+//! newest token back through `prev_token` visits every archived chunk once, newest to oldest,
+//! and ends at a chunk with no previous token; the current chunk continues the sequence without
+//! gap and holds no more than its size; the state row agrees with all of that.
+
+use std::collections::HashMap;
+
+use pgrx::prelude::*;
+use serde_json::json;
+
+use crate::error::ChunkedError;
+use crate::input::MapName;
+use crate::report;
+use crate::store::{self, StoredMap};
+use crate::token::{archived_token, PageToken};
+
+pub fn verify(map: MapName<'_>) -> serde_json::Value {
+    let stored = Spi::connect(|client| store::stored_map(client, map.as_str()));
+    if stored.state.is_none() && stored.chunks.is_empty() && stored.current.count == 0 {
+        report::raise(&ChunkedError::MapNotStarted {
+            map: map.as_str().to_owned(),
+        });
+    }
+    let problems = problems(&stored);
+    let current_records = stored.current.count;
+    let archived_records: i64 = stored.chunks.iter().map(|c| c.record_count.max(0)).sum();
+    json!({
+        "map": map.as_str(),
+        "consistent": problems.is_empty(),
+        "problems": problems,
+        "archived_chunks": stored.chunks.len(),
+        "current_records": current_records,
+        "total_records": archived_records + current_records,
+    })
+}
+
+fn problems(stored: &StoredMap) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut expected_first = 1_i64;
+    for chunk in &stored.chunks {
+        let token = archived_token(chunk.first_seq);
+        if chunk.first_seq != expected_first {
+            problems.push(format!(
+                "archived chunk {token} starts at sequence {}, expected {expected_first}",
+                chunk.first_seq
+            ));
+        }
+        if !(1..=10_000).contains(&chunk.chunk_size) {
+            problems.push(format!(
+                "archived chunk {token} has size {}",
+                chunk.chunk_size
+            ));
+        }
+        if chunk.record_count != i64::from(chunk.chunk_size) {
+            problems.push(format!(
+                "archived chunk {token} holds {} records, its size is {}",
+                chunk.record_count, chunk.chunk_size
+            ));
+        }
+        if chunk.misplaced_records > 0 {
+            problems.push(format!(
+                "archived chunk {token} has {} records out of place or malformed",
+                chunk.misplaced_records
+            ));
+        }
+        if chunk.layout != 1 {
+            problems.push(format!(
+                "archived chunk {token} has unknown layout {}",
+                chunk.layout
+            ));
+        }
+        expected_first = chunk.first_seq.saturating_add(i64::from(chunk.chunk_size));
+    }
+    problems.extend(chain_problems(stored));
+
+    match &stored.state {
+        None => problems.push("the map's state row is missing".into()),
+        Some(state) => {
+            if state.current_first_seq != expected_first {
+                problems.push(format!(
+                    "the current chunk starts at sequence {}, expected {expected_first}",
+                    state.current_first_seq
+                ));
+            }
+            let newest = stored.chunks.last().map(|c| archived_token(c.first_seq));
+            if state.newest_archived_token != newest {
+                problems.push(format!(
+                    "the state names {} as the newest archived chunk, the newest stored is {}",
+                    state.newest_archived_token.as_deref().unwrap_or("none"),
+                    newest.as_deref().unwrap_or("none")
+                ));
+            }
+            if state.archived_chunks != stored.chunks.len() as i64 {
+                problems.push(format!(
+                    "the state counts {} archived chunks, {} are stored",
+                    state.archived_chunks,
+                    stored.chunks.len()
+                ));
+            }
+            if !(1..=10_000).contains(&state.chunk_size) {
+                problems.push(format!("the map's chunk size is {}", state.chunk_size));
+            }
+            let current = &stored.current;
+            if current.count > i64::from(state.current_chunk_size) {
+                problems.push(format!(
+                    "the current chunk holds {} records, its size is {}",
+                    current.count, state.current_chunk_size
+                ));
+            }
+            if let (Some(min), Some(max)) = (current.min_seq, current.max_seq) {
+                if min != state.current_first_seq || max - min + 1 != current.count {
+                    problems.push(format!(
+                        "the current chunk holds sequences {min}..{max} ({} records), expected {}..{}",
+                        current.count,
+                        state.current_first_seq,
+                        state.current_first_seq + current.count - 1
+                    ));
+                }
+            }
+        }
+    }
+    problems
+}
+
+/// Follows the tokens from the newest archived chunk to the oldest, as a reader paging from
+/// `current` would.
+fn chain_problems(stored: &StoredMap) -> Vec<String> {
+    let mut problems = Vec::new();
+    let by_first: HashMap<i64, usize> = stored
+        .chunks
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.first_seq, i))
+        .collect();
+    let mut token = stored
+        .state
+        .as_ref()
+        .and_then(|s| s.newest_archived_token.clone());
+    let mut expected_index = stored.chunks.len();
+    while let Some(current) = token {
+        let Some(index) = (match PageToken::parse(&current) {
+            Ok(PageToken::Archived(Some(first))) => by_first.get(&first).copied(),
+            _ => None,
+        }) else {
+            problems.push(format!(
+                "the token chain reaches {current}, which names no archived chunk"
+            ));
+            return problems;
+        };
+        if expected_index == 0 || index != expected_index - 1 {
+            problems.push(format!(
+                "the token chain reaches archived chunk {current} out of order"
+            ));
+            return problems;
+        }
+        expected_index = index;
+        token = stored.chunks[index].prev_token.clone();
+    }
+    if expected_index != 0 {
+        problems.push(format!(
+            "the token chain ends before the oldest archived chunk ({} chunks unreachable)",
+            expected_index
+        ));
+    }
+    problems
+}

@@ -1,0 +1,38 @@
+-- chunked_info, chunked_records, chunked_get: reading a map without walking it.
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS chunked_map CASCADE;
+RESET client_min_messages;
+CREATE EXTENSION chunked_map;
+SET search_path = chunked_map, public;
+\set VERBOSITY verbose
+
+SELECT chunked_start('m', 4);
+SELECT chunked_info('m');
+SELECT chunked_register('m', jsonb_build_object('n', n)) FROM generate_series(1, 10) AS n;
+SELECT chunked_info('m');
+
+-- a page as rows, newest first
+SELECT * FROM chunked_records('m');
+SELECT * FROM chunked_records('m', '00000000000000000005');
+SELECT r.seq, r.payload ->> 'n' AS n
+FROM chunked_records('m', '00000000000000000001') AS r
+WHERE r.seq > 1;
+
+-- one record by its sequence, from an archived chunk or the current one
+SELECT chunked_get('m', 1), chunked_get('m', 4), chunked_get('m', 5), chunked_get('m', 10);
+SELECT s, chunked_get('m', s) -> 'payload' ->> 'n' = s::text AS found
+FROM generate_series(1, 10) AS s;
+
+-- errors: the same as chunked_page for records; a sequence never assigned is 42704
+SELECT * FROM chunked_records('m', '3');
+SELECT * FROM chunked_records('m', '00000000000000000002');
+SELECT * FROM chunked_records('nobody');
+SELECT * FROM chunked_records(NULL);
+SELECT chunked_get('m', 0);
+SELECT chunked_get('m', 11);
+SELECT chunked_get('m', -1);
+SELECT chunked_get('m', NULL);
+SELECT chunked_get('nobody', 1);
+SELECT chunked_info('nobody');
+SELECT chunked_info(NULL);
+SELECT chunked_info('');

@@ -1,0 +1,44 @@
+-- Optimistic appends and batch appends.
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS chunked_map CASCADE;
+RESET client_min_messages;
+CREATE EXTENSION chunked_map;
+SET search_path = chunked_map, public;
+\set VERBOSITY verbose
+
+-- chunked_register(map, payload, expected_last_seq): appends only after that sequence
+SELECT chunked_start('m', 2);
+SELECT chunked_register('m', '{"try": 1}', 0);
+SELECT chunked_register('m', '{"try": 2}', 1);
+-- a client that retries after an ambiguous commit learns that its append happened
+SELECT chunked_register('m', '{"try": 2}', 1);
+SELECT chunked_register('m', '{"try": 3}', 5);
+SELECT chunked_register('m', '{"try": 3}', 2);
+SELECT chunked_register('m', '{"try": 4}', NULL);
+SELECT chunked_register('nobody', '{}', 0);
+SELECT * FROM chunked_records('m');
+
+-- chunked_register_many: in order, contiguous, across as many rollovers as it fills
+SELECT chunked_start('batch', 3);
+SELECT chunked_register_many('batch', ARRAY['{"n": 1}', '{"n": 2}']::jsonb[]);
+SELECT chunked_register_many('batch', ARRAY(SELECT jsonb_build_object('n', n) FROM generate_series(3, 10) AS n));
+SELECT chunked_register_many('batch', ARRAY[]::jsonb[]);
+SELECT chunked_register('batch', '{"n": 11}');
+WITH RECURSIVE walk(depth, page) AS (
+    SELECT 1, chunked_page('batch')
+    UNION ALL
+    SELECT depth + 1, chunked_page('batch', page ->> 'next_page_token')
+    FROM walk WHERE page ->> 'next_page_token' IS NOT NULL
+)
+SELECT depth, page ->> 'page_token' AS token,
+       (SELECT array_agg((r -> 'payload' ->> 'n')::int) FROM jsonb_array_elements(page -> 'records') AS r) AS n
+FROM walk ORDER BY depth;
+SELECT chunked_verify('batch');
+-- a bad element changes nothing
+SELECT chunked_register_many('batch', ARRAY['{}', NULL]::jsonb[]);
+SET chunked_map.max_payload_bytes = 64;
+SELECT chunked_register_many('batch', ARRAY['{}', jsonb_build_object('x', repeat('x', 100))]);
+RESET chunked_map.max_payload_bytes;
+SELECT chunked_register_many('batch', NULL);
+SELECT chunked_register_many('nobody', ARRAY['{}']::jsonb[]);
+SELECT chunked_info('batch') -> 'next_seq' AS next_seq;
