@@ -361,3 +361,225 @@ fn eight_writers_retrying_on_40001_produce_contiguous_sequences_in_full_chunks()
         );
     }
 }
+
+const REGISTER_IF_LAST: &str = "SELECT chunked_map.chunked_register($1, $2::text::jsonb, $3)";
+
+fn register_if_last(
+    client: &mut Client,
+    map: &str,
+    payload: &str,
+    last: i64,
+) -> Result<i64, postgres::Error> {
+    client
+        .query_one(REGISTER_IF_LAST, &[&map, &payload, &last])
+        .map(|row| row.get(0))
+}
+
+fn newest_seq(client: &mut Client, map: &str) -> i64 {
+    client
+        .query_one(
+            "SELECT (chunked_map.chunked_info($1) ->> 'next_seq')::bigint - 1",
+            &[&map],
+        )
+        .unwrap()
+        .get(0)
+}
+
+#[test]
+fn an_optimistic_append_after_a_concurrent_commit_reports_both_sequences() {
+    let (setup, mut first) = Setup::new("optimistic_two");
+    start(&mut first, "subs", 3);
+    let mut second = setup.connect();
+    register(&mut first, "subs", "{}").unwrap();
+
+    // both read the map at the same newest sequence
+    assert_eq!(newest_seq(&mut first, "subs"), 1);
+    assert_eq!(newest_seq(&mut second, "subs"), 1);
+    assert_eq!(
+        register_if_last(&mut first, "subs", r#"{"by": "first"}"#, 1).unwrap(),
+        2
+    );
+    let error = assert_error(
+        register_if_last(&mut second, "subs", r#"{"by": "second"}"#, 1),
+        "40001",
+        "map \"subs\" has newest sequence 2, expected 1",
+    );
+    assert!(error.hint().unwrap_or_default().contains("retry"));
+    // while the first holds the map, the second gets the lock conflict instead
+    first.batch_execute("BEGIN").unwrap();
+    register_if_last(&mut first, "subs", "{}", 2).unwrap();
+    assert_error(
+        register_if_last(&mut second, "subs", "{}", 2),
+        "40001",
+        "locked by a concurrent append",
+    );
+    first.batch_execute("ROLLBACK").unwrap();
+    assert_eq!(
+        register_if_last(&mut second, "subs", r#"{"by": "second"}"#, 2).unwrap(),
+        3
+    );
+    assert_eq!(all_seqs(&mut second, "subs"), vec![3, 2, 1]);
+}
+
+#[test]
+fn retrying_an_optimistic_append_whose_commit_was_not_acknowledged_never_appends_twice() {
+    let (_setup, mut client) = Setup::new("optimistic_retry");
+    start(&mut client, "subs", 2);
+    let last = newest_seq(&mut client, "subs");
+    assert_eq!(
+        register_if_last(&mut client, "subs", r#"{"order": 17}"#, last).unwrap(),
+        1
+    );
+    // the acknowledgement was lost: the client retries the same append with the same expectation
+    assert_error(
+        register_if_last(&mut client, "subs", r#"{"order": 17}"#, last),
+        "40001",
+        "has newest sequence 1, expected 0",
+    );
+    assert_eq!(all_seqs(&mut client, "subs"), vec![1]);
+}
+
+#[test]
+fn eight_optimistic_writers_each_append_once_per_turn_without_duplicates() {
+    const WRITERS: usize = 8;
+    const APPENDS_EACH: i64 = 40;
+    let (setup, mut client) = Setup::new("optimistic_eight");
+    start(&mut client, "subs", 7);
+    let setup = Arc::new(setup);
+    let barrier = Arc::new(Barrier::new(WRITERS));
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|writer| {
+            let setup = Arc::clone(&setup);
+            let barrier = Arc::clone(&barrier);
+            std::thread::spawn(move || {
+                let mut client = setup.connect();
+                let mut retries = 0_u64;
+                barrier.wait();
+                for i in 0..APPENDS_EACH {
+                    let payload = format!(r#"{{"writer": {writer}, "i": {i}}}"#);
+                    loop {
+                        let last = newest_seq(&mut client, "subs");
+                        match register_if_last(&mut client, "subs", &payload, last) {
+                            Ok(seq) => {
+                                assert_eq!(seq, last + 1);
+                                break;
+                            }
+                            Err(error) => {
+                                let code = error.code().map(|c| c.code().to_string());
+                                assert_eq!(code.as_deref(), Some("40001"), "{error}");
+                                retries += 1;
+                                std::thread::sleep(Duration::from_micros(50 + retries % 300));
+                            }
+                        }
+                    }
+                }
+                retries
+            })
+        })
+        .collect();
+    let retries: u64 = writers.into_iter().map(|w| w.join().expect("writer")).sum();
+    eprintln!(
+        "{} optimistic appends, {retries} retries",
+        WRITERS as i64 * APPENDS_EACH
+    );
+
+    let total = WRITERS as i64 * APPENDS_EACH;
+    assert_eq!(
+        all_seqs(&mut client, "subs"),
+        (1..=total).rev().collect::<Vec<_>>()
+    );
+    // every (writer, i) exactly once
+    let mut payloads = Vec::new();
+    for page in all_pages(&mut client, "subs") {
+        for record in page["records"].as_array().unwrap() {
+            payloads.push(record["payload"].to_string());
+        }
+    }
+    let unique: std::collections::HashSet<_> = payloads.iter().collect();
+    assert_eq!(unique.len(), payloads.len(), "no payload appended twice");
+}
+
+#[test]
+fn with_a_lock_timeout_an_append_waits_for_the_holder_to_commit() {
+    let (setup, mut holder) = Setup::new("lock_timeout_wait");
+    start(&mut holder, "subs", 2);
+    let mut waiter = setup.connect();
+    waiter
+        .batch_execute("SET chunked_map.lock_timeout = '5s'")
+        .unwrap();
+
+    holder.batch_execute("BEGIN").unwrap();
+    register(&mut holder, "subs", "{}").unwrap();
+    let committer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        holder.batch_execute("COMMIT").unwrap();
+        holder
+    });
+    let began = Instant::now();
+    assert_eq!(register(&mut waiter, "subs", "{}").unwrap(), 2);
+    let waited = began.elapsed();
+    committer.join().unwrap();
+    assert!(
+        waited >= Duration::from_millis(250),
+        "waited only {waited:?}"
+    );
+    // the server's own lock_timeout is untouched by the append
+    let lock_timeout: String = waiter.query_one("SHOW lock_timeout", &[]).unwrap().get(0);
+    assert_eq!(lock_timeout, "0");
+}
+
+#[test]
+fn with_a_lock_timeout_an_append_gives_up_with_40001_when_it_expires() {
+    let (setup, mut holder) = Setup::new("lock_timeout_expire");
+    start(&mut holder, "subs", 2);
+    let mut waiter = setup.connect();
+    waiter
+        .batch_execute("SET chunked_map.lock_timeout = '200ms'")
+        .unwrap();
+
+    holder.batch_execute("BEGIN").unwrap();
+    register(&mut holder, "subs", "{}").unwrap();
+    let began = Instant::now();
+    let error = assert_error(register(&mut waiter, "subs", "{}"), "40001", "\"subs\"");
+    let waited = began.elapsed();
+    assert_eq!(error.hint(), Some("Retry the transaction."));
+    assert!(
+        waited >= Duration::from_millis(180),
+        "gave up after {waited:?}"
+    );
+    assert!(waited < Duration::from_secs(3), "gave up after {waited:?}");
+    holder.batch_execute("COMMIT").unwrap();
+    assert_eq!(register(&mut waiter, "subs", "{}").unwrap(), 2);
+}
+
+#[test]
+fn a_batch_append_conflicts_like_a_single_one_and_takes_effect_whole() {
+    let (setup, mut holder) = Setup::new("batch_conflict");
+    start(&mut holder, "subs", 3);
+    let mut other = setup.connect();
+    holder.batch_execute("BEGIN").unwrap();
+    register(&mut holder, "subs", "{}").unwrap();
+    assert_error(
+        other.query(
+            "SELECT chunked_map.chunked_register_many('subs', ARRAY['{}', '{}']::jsonb[])",
+            &[],
+        ),
+        "40001",
+        "\"subs\"",
+    );
+    holder.batch_execute("COMMIT").unwrap();
+
+    other.batch_execute("BEGIN").unwrap();
+    let seqs: Vec<i64> = other
+        .query(
+            "SELECT chunked_map.chunked_register_many('subs', array_fill('{}'::jsonb, ARRAY[7]))",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(seqs, (2..=8).collect::<Vec<_>>());
+    other.batch_execute("ROLLBACK").unwrap();
+    assert_eq!(all_seqs(&mut holder, "subs"), vec![1]);
+}

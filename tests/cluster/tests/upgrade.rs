@@ -57,7 +57,12 @@ ORDER BY 1
 "#;
 
 fn catalog(client: &mut Client) -> Vec<String> {
-    client.query(CATALOG, &[]).expect("catalog").iter().map(|row| row.get(0)).collect()
+    client
+        .query(CATALOG, &[])
+        .expect("catalog")
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
 }
 
 fn fill(client: &mut Client) {
@@ -77,21 +82,34 @@ fn fill(client: &mut Client) {
 #[test]
 fn an_upgraded_database_keeps_every_page_and_matches_a_fresh_install() {
     let cluster = Cluster::start();
-    cluster.connect("postgres").batch_execute("CREATE DATABASE upgraded").unwrap();
+    cluster
+        .connect("postgres")
+        .batch_execute("CREATE DATABASE upgraded")
+        .unwrap();
     let mut upgraded = cluster.connect("upgraded");
-    upgraded.batch_execute("CREATE EXTENSION chunked_map VERSION '0.1.0'").unwrap();
+    upgraded
+        .batch_execute("CREATE EXTENSION chunked_map VERSION '0.1.0'")
+        .unwrap();
     fill(&mut upgraded);
     let maps = ["subs", "audit", "empty"];
-    let before: Vec<_> = maps.iter().map(|map| all_pages_text(&mut upgraded, map)).collect();
+    let before: Vec<_> = maps
+        .iter()
+        .map(|map| all_pages_text(&mut upgraded, map))
+        .collect();
     assert_error(
         upgraded.query("SELECT chunked_map.chunked_info('subs')", &[]),
         "42883",
         "chunked_info",
     );
 
-    upgraded.batch_execute("ALTER EXTENSION chunked_map UPDATE").unwrap();
+    upgraded
+        .batch_execute("ALTER EXTENSION chunked_map UPDATE")
+        .unwrap();
 
-    let after: Vec<_> = maps.iter().map(|map| all_pages_text(&mut upgraded, map)).collect();
+    let after: Vec<_> = maps
+        .iter()
+        .map(|map| all_pages_text(&mut upgraded, map))
+        .collect();
     assert_eq!(after, before, "every page byte-identical");
 
     let mut fresh = cluster.database("fresh");
@@ -103,12 +121,17 @@ fn an_upgraded_database_keeps_every_page_and_matches_a_fresh_install() {
     assert_eq!(info["archived_chunks"], 4);
     assert_eq!(info["current_records"], 3);
     let record = query_json(&mut upgraded, "chunked_map.chunked_get('audit', 150)", &[]);
-    assert_eq!(record, serde_json::json!({"seq": 150, "payload": {"event": 150}}));
+    assert_eq!(
+        record,
+        serde_json::json!({"seq": 150, "payload": {"event": 150}})
+    );
     for map in maps {
         let report = query_json(&mut upgraded, "chunked_map.chunked_verify($1)", &[&map]);
         assert_eq!(report["consistent"], true, "{report}");
     }
-    upgraded.batch_execute("SELECT chunked_map.chunked_set_chunk_size('subs', 2)").unwrap();
+    upgraded
+        .batch_execute("SELECT chunked_map.chunked_set_chunk_size('subs', 2)")
+        .unwrap();
     let seqs: Vec<i64> = upgraded
         .query(
             "SELECT chunked_map.chunked_register_many('subs', ARRAY['{}', '{}', '{}', '{}']::jsonb[])",
@@ -119,7 +142,10 @@ fn an_upgraded_database_keeps_every_page_and_matches_a_fresh_install() {
         .map(|row| row.get(0))
         .collect();
     assert_eq!(seqs, vec![24, 25, 26, 27]);
-    assert_eq!(all_seqs(&mut upgraded, "subs"), (1..=27).rev().collect::<Vec<_>>());
+    assert_eq!(
+        all_seqs(&mut upgraded, "subs"),
+        (1..=27).rev().collect::<Vec<_>>()
+    );
     // the history triggers came with the upgrade
     upgraded.batch_execute("CREATE ROLE intruder; GRANT ALL ON ALL TABLES IN SCHEMA chunked_map TO intruder; GRANT USAGE ON SCHEMA chunked_map TO intruder").unwrap();
     upgraded.batch_execute("SET ROLE intruder").unwrap();
