@@ -1,0 +1,438 @@
+//! SPEC.md, Data safety: history cannot be rewritten by direct DML, roles can do exactly what
+//! they were granted, and search_path tricks change nothing.
+
+use chunked_map_cluster_tests::page::{all_pages_text, all_seqs};
+use chunked_map_cluster_tests::{assert_error, query_json, repo_root, Client, Cluster};
+
+fn fill(client: &mut Client) {
+    client
+        .batch_execute(
+            "SELECT chunked_map.chunked_start('audit', 3);
+             SELECT chunked_map.chunked_register('audit', jsonb_build_object('event', n))
+             FROM generate_series(1, 8) AS n;
+             SELECT chunked_map.chunked_start('other', 3);
+             SELECT chunked_map.chunked_register('other', '{}');",
+        )
+        .expect("fill");
+}
+
+fn recipe(name: &str) -> String {
+    std::fs::read_to_string(repo_root().join("sql/grants").join(name)).expect("recipe")
+}
+
+#[test]
+fn no_role_but_the_owner_can_change_or_remove_history_even_with_table_privileges() {
+    let cluster = Cluster::start();
+    let mut owner = cluster.database("immutable");
+    fill(&mut owner);
+    let before = all_pages_text(&mut owner, "audit");
+    owner
+        .batch_execute(
+            "CREATE ROLE intruder LOGIN;
+             GRANT USAGE ON SCHEMA chunked_map TO intruder;
+             GRANT ALL ON ALL TABLES IN SCHEMA chunked_map TO intruder;",
+        )
+        .unwrap();
+    let mut intruder = cluster.connect_as("immutable", "intruder");
+
+    let attempts = [
+        (
+            "UPDATE chunked_map.archived_chunk SET records = '[]'",
+            "UPDATE on chunked_map.archived_chunk",
+        ),
+        (
+            "DELETE FROM chunked_map.archived_chunk WHERE map = 'audit'",
+            "DELETE on chunked_map.archived_chunk",
+        ),
+        (
+            "TRUNCATE chunked_map.archived_chunk",
+            "TRUNCATE on chunked_map.archived_chunk",
+        ),
+        (
+            "DELETE FROM chunked_map.map_state WHERE map = 'audit'",
+            "DELETE on chunked_map.map_state",
+        ),
+        (
+            "TRUNCATE chunked_map.map_state",
+            "TRUNCATE on chunked_map.map_state",
+        ),
+        (
+            "TRUNCATE chunked_map.map_state CASCADE",
+            "TRUNCATE on chunked_map.map_state",
+        ),
+        (
+            "UPDATE chunked_map.map_state SET newest_archived_token = NULL",
+            "UPDATE on chunked_map.map_state",
+        ),
+        (
+            "UPDATE chunked_map.current_record SET payload = '{}'",
+            "UPDATE on chunked_map.current_record",
+        ),
+        (
+            "DELETE FROM chunked_map.current_record",
+            "DELETE on chunked_map.current_record",
+        ),
+        (
+            "TRUNCATE chunked_map.current_record",
+            "TRUNCATE on chunked_map.current_record",
+        ),
+        // also when the statement would touch no row
+        (
+            "DELETE FROM chunked_map.archived_chunk WHERE false",
+            "DELETE on chunked_map.archived_chunk",
+        ),
+    ];
+    for (sql, message) in attempts {
+        let error = assert_error(intruder.batch_execute(sql), "42501", message);
+        assert!(error
+            .message()
+            .ends_with("is not allowed: chunked_map history is append-only"));
+    }
+    // dropping a map is the owner's function, not granted to others by default
+    assert_error(
+        intruder.query("SELECT chunked_map.chunked_drop('audit')", &[]),
+        "42501",
+        "permission denied for function chunked_drop",
+    );
+
+    assert_eq!(
+        all_pages_text(&mut owner, "audit"),
+        before,
+        "history unchanged and reachable"
+    );
+    let report = query_json(&mut owner, "chunked_map.chunked_verify('audit')", &[]);
+    assert_eq!(report["consistent"], true);
+
+    // the owner removes a whole map through the documented function
+    let dropped: bool = owner
+        .query_one("SELECT chunked_map.chunked_drop('audit')", &[])
+        .unwrap()
+        .get(0);
+    assert!(dropped);
+    assert_error(
+        owner.query("SELECT chunked_map.chunked_page('audit')", &[]),
+        "42704",
+        "\"audit\"",
+    );
+    let again: bool = owner
+        .query_one("SELECT chunked_map.chunked_drop('audit')", &[])
+        .unwrap()
+        .get(0);
+    assert!(!again);
+    assert_eq!(all_seqs(&mut owner, "other"), vec![1]);
+    let rows: i64 = owner
+        .query_one(
+            "SELECT (SELECT count(*) FROM chunked_map.archived_chunk WHERE map = 'audit')
+                  + (SELECT count(*) FROM chunked_map.current_record WHERE map = 'audit')",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 0);
+}
+
+#[test]
+fn a_role_without_grants_can_neither_read_nor_append() {
+    let cluster = Cluster::start();
+    let mut owner = cluster.database("no_grants");
+    fill(&mut owner);
+    owner.batch_execute("CREATE ROLE stranger LOGIN").unwrap();
+    let mut stranger = cluster.connect_as("no_grants", "stranger");
+    let calls = [
+        "SELECT chunked_map.chunked_page('audit')",
+        "SELECT chunked_map.chunked_register('audit', '{}')",
+        "SELECT chunked_map.chunked_start('mine')",
+        "SELECT * FROM chunked_map.archived_chunk",
+    ];
+    for sql in calls {
+        assert_error(
+            stranger.query(sql, &[]),
+            "42501",
+            "permission denied for schema chunked_map",
+        );
+    }
+    // schema usage alone is not enough either
+    owner
+        .batch_execute("GRANT USAGE ON SCHEMA chunked_map TO stranger")
+        .unwrap();
+    assert_error(
+        stranger.query("SELECT chunked_map.chunked_page('audit')", &[]),
+        "42501",
+        "permission denied for function chunked_page",
+    );
+    assert_error(
+        stranger.query("SELECT chunked_map.chunked_register('audit', '{}')", &[]),
+        "42501",
+        "permission denied for function chunked_register",
+    );
+    assert_error(
+        stranger.query("SELECT * FROM chunked_map.current_record", &[]),
+        "42501",
+        "permission denied for table current_record",
+    );
+    assert_eq!(
+        all_seqs(&mut owner, "audit"),
+        (1..=8).rev().collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn the_reader_recipe_reads_and_does_nothing_else() {
+    let cluster = Cluster::start();
+    let mut owner = cluster.database("reader");
+    fill(&mut owner);
+    owner.batch_execute(&recipe("reader.sql")).unwrap();
+    owner
+        .batch_execute("CREATE ROLE app_reader LOGIN IN ROLE chunked_map_reader")
+        .unwrap();
+    let mut reader = cluster.connect_as("reader", "app_reader");
+
+    assert_eq!(
+        all_pages_text(&mut reader, "audit"),
+        all_pages_text(&mut owner, "audit")
+    );
+    let rows: i64 = reader
+        .query_one(
+            "SELECT count(*) FROM chunked_map.chunked_records('audit', '00000000000000000001')",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 3);
+    let record = query_json(&mut reader, "chunked_map.chunked_get('audit', 2)", &[]);
+    assert_eq!(record["payload"]["event"], 2);
+    let info = query_json(&mut reader, "chunked_map.chunked_info('audit')", &[]);
+    assert_eq!(info["total_records"], 8);
+
+    let denied = [
+        (
+            "SELECT chunked_map.chunked_register('audit', '{}')",
+            "chunked_register",
+        ),
+        (
+            "SELECT chunked_map.chunked_register('audit', '{}', 8)",
+            "chunked_register",
+        ),
+        (
+            "SELECT chunked_map.chunked_register_many('audit', ARRAY['{}']::jsonb[])",
+            "chunked_register_many",
+        ),
+        ("SELECT chunked_map.chunked_start('mine')", "chunked_start"),
+        (
+            "SELECT chunked_map.chunked_set_chunk_size('audit', 5)",
+            "chunked_set_chunk_size",
+        ),
+        ("SELECT chunked_map.chunked_drop('audit')", "chunked_drop"),
+    ];
+    for (sql, function) in denied {
+        assert_error(
+            reader.query(sql, &[]),
+            "42501",
+            &format!("permission denied for function {function}"),
+        );
+    }
+    assert_error(
+        reader.query("SELECT * FROM chunked_map.archived_chunk", &[]),
+        "42501",
+        "permission denied for table archived_chunk",
+    );
+    assert_eq!(
+        all_seqs(&mut owner, "audit"),
+        (1..=8).rev().collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn the_writer_recipe_starts_and_appends_and_does_nothing_else() {
+    let cluster = Cluster::start();
+    let mut owner = cluster.database("writer");
+    fill(&mut owner);
+    owner.batch_execute(&recipe("writer.sql")).unwrap();
+    owner
+        .batch_execute("CREATE ROLE app_writer LOGIN IN ROLE chunked_map_writer")
+        .unwrap();
+    let mut writer = cluster.connect_as("writer", "app_writer");
+
+    let started: bool = writer
+        .query_one("SELECT chunked_map.chunked_start('mine', 2)", &[])
+        .unwrap()
+        .get(0);
+    assert!(started);
+    let seq: i64 = writer
+        .query_one("SELECT chunked_map.chunked_register('audit', '{}')", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(seq, 9);
+    let seq: i64 = writer
+        .query_one("SELECT chunked_map.chunked_register('audit', '{}', 9)", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(seq, 10);
+    let seqs = writer
+        .query(
+            "SELECT chunked_map.chunked_register_many('mine', ARRAY['{}', '{}', '{}']::jsonb[])",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(seqs.len(), 3);
+
+    let denied = [
+        ("SELECT chunked_map.chunked_page('audit')", "chunked_page"),
+        (
+            "SELECT * FROM chunked_map.chunked_records('audit')",
+            "chunked_records",
+        ),
+        ("SELECT chunked_map.chunked_get('audit', 1)", "chunked_get"),
+        ("SELECT chunked_map.chunked_info('audit')", "chunked_info"),
+        (
+            "SELECT chunked_map.chunked_set_chunk_size('audit', 5)",
+            "chunked_set_chunk_size",
+        ),
+        ("SELECT chunked_map.chunked_drop('audit')", "chunked_drop"),
+    ];
+    for (sql, function) in denied {
+        assert_error(
+            writer.query(sql, &[]),
+            "42501",
+            &format!("permission denied for function {function}"),
+        );
+    }
+    assert_error(
+        writer.batch_execute("INSERT INTO chunked_map.current_record VALUES ('audit', 11, '{}')"),
+        "42501",
+        "permission denied for table current_record",
+    );
+    assert_eq!(
+        all_seqs(&mut owner, "audit"),
+        (1..=10).rev().collect::<Vec<_>>()
+    );
+    assert_eq!(all_seqs(&mut owner, "mine"), vec![3, 2, 1]);
+}
+
+/// A schema full of look-alikes of what the extension's functions use; each records its call.
+const HOSTILE_SCHEMA: &str = r#"
+CREATE SCHEMA evil;
+CREATE TABLE evil.calls (what text);
+GRANT ALL ON SCHEMA evil TO PUBLIC;
+GRANT ALL ON evil.calls TO PUBLIC;
+CREATE TABLE evil.map_state (map text, chunk_size int, current_first_seq bigint,
+                             current_chunk_size int, newest_archived_token text, archived_chunks bigint);
+CREATE TABLE evil.current_record (map text, seq bigint, payload jsonb);
+CREATE TABLE evil.archived_chunk (map text, first_seq bigint, chunk_size int, prev_token text,
+                                  layout smallint, records jsonb);
+INSERT INTO evil.map_state VALUES ('audit', 1, 1000, 1, '00000000000000000999', 0);
+CREATE FUNCTION evil.jsonb_build_object(text, text, text, text, text, jsonb, text, text) RETURNS jsonb
+    LANGUAGE sql AS $$ INSERT INTO evil.calls VALUES ('jsonb_build_object/8'); SELECT '{"evil": true}'::jsonb $$;
+CREATE FUNCTION evil.jsonb_build_object(text, bigint, text, jsonb) RETURNS jsonb
+    LANGUAGE sql AS $$ INSERT INTO evil.calls VALUES ('jsonb_build_object/4'); SELECT '{"evil": true}'::jsonb $$;
+CREATE FUNCTION evil.jsonb_build_object(text, text, text, text, text, text, text, text) RETURNS jsonb
+    LANGUAGE sql AS $$ INSERT INTO evil.calls VALUES ('jsonb_build_object/8t'); SELECT '{"evil": true}'::jsonb $$;
+CREATE FUNCTION evil.jsonb_array_elements(jsonb) RETURNS SETOF jsonb
+    LANGUAGE sql AS $$ INSERT INTO evil.calls VALUES ('jsonb_array_elements'); SELECT '1'::jsonb $$;
+CREATE FUNCTION evil.to_jsonb(bigint) RETURNS jsonb
+    LANGUAGE sql AS $$ INSERT INTO evil.calls VALUES ('to_jsonb'); SELECT '0'::jsonb $$;
+CREATE FUNCTION evil.text_eq(text, text) RETURNS boolean
+    LANGUAGE sql AS $$ INSERT INTO evil.calls VALUES ('='); SELECT true $$;
+CREATE OPERATOR evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.text_eq);
+CREATE FUNCTION evil.int8_add(bigint, integer) RETURNS bigint
+    LANGUAGE sql AS $$ INSERT INTO evil.calls VALUES ('+'); SELECT 0::bigint $$;
+CREATE OPERATOR evil.+ (LEFTARG = bigint, RIGHTARG = integer, FUNCTION = evil.int8_add);
+CREATE FUNCTION evil.int8_max_sfunc(bigint, bigint) RETURNS bigint
+    LANGUAGE sql AS $$ INSERT INTO evil.calls VALUES ('max'); SELECT 0::bigint $$;
+CREATE AGGREGATE evil.max(bigint) (SFUNC = evil.int8_max_sfunc, STYPE = bigint);
+CREATE FUNCTION evil.jsonb_agg_sfunc(jsonb, jsonb) RETURNS jsonb
+    LANGUAGE sql AS $$ INSERT INTO evil.calls VALUES ('jsonb_agg'); SELECT '[]'::jsonb $$;
+CREATE AGGREGATE evil.jsonb_agg(jsonb) (SFUNC = evil.jsonb_agg_sfunc, STYPE = jsonb);
+CREATE FUNCTION evil.unnest(jsonb[]) RETURNS SETOF jsonb
+    LANGUAGE sql AS $$ INSERT INTO evil.calls VALUES ('unnest'); SELECT '1'::jsonb $$;
+"#;
+
+#[test]
+fn a_hostile_search_path_changes_no_result_and_nothing_in_it_is_called() {
+    let cluster = Cluster::start();
+    let mut owner = cluster.database("search_path");
+    fill(&mut owner);
+    let expected_pages = all_pages_text(&mut owner, "audit");
+    owner.batch_execute(HOSTILE_SCHEMA).unwrap();
+    owner.batch_execute(&recipe("reader.sql")).unwrap();
+    owner.batch_execute(&recipe("writer.sql")).unwrap();
+    owner
+        .batch_execute("CREATE ROLE app LOGIN IN ROLE chunked_map_reader, chunked_map_writer")
+        .unwrap();
+
+    for (user, search_path) in [
+        ("postgres", "evil, pg_catalog, public"),
+        ("postgres", "evil"),
+        ("app", "evil, pg_catalog, chunked_map"),
+    ] {
+        let mut client = cluster.connect_as("search_path", user);
+        client
+            .batch_execute(&format!("SET search_path = {search_path}"))
+            .unwrap();
+        // temporary look-alikes too
+        client
+            .batch_execute(
+                "CREATE TEMP TABLE map_state (map text);
+                 CREATE TEMP TABLE current_record (map text);
+                 CREATE TEMP TABLE archived_chunk (map text);",
+            )
+            .unwrap();
+        assert_eq!(
+            all_pages_text(&mut client, "audit"),
+            expected_pages,
+            "{user}: {search_path}"
+        );
+        let seq: i64 = client
+            .query_one(
+                "SELECT chunked_map.chunked_register('other', '{\"n\": 1}')",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        let many = client
+            .query("SELECT chunked_map.chunked_register_many('other', ARRAY['{}', '{}', '{}']::jsonb[])", &[])
+            .unwrap();
+        assert_eq!(many.len(), 3);
+        let info = query_json(&mut client, "chunked_map.chunked_info('other')", &[]);
+        assert_eq!(info["next_seq"], seq + 4);
+        let record = query_json(&mut client, "chunked_map.chunked_get('audit', 2)", &[]);
+        assert_eq!(
+            record,
+            serde_json::json!({"seq": 2, "payload": {"event": 2}})
+        );
+        let rows: i64 = client
+            .query_one(
+                "SELECT count(*) FROM chunked_map.chunked_records('audit', '00000000000000000004')",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(rows, 3);
+        assert_error(
+            client.query(
+                "SELECT chunked_map.chunked_page('audit', '00000000000000000999')",
+                &[],
+            ),
+            "42704",
+            "names no archived chunk",
+        );
+    }
+
+    let calls: Vec<String> = owner
+        .query("SELECT what FROM evil.calls", &[])
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert!(calls.is_empty(), "called in the hostile schema: {calls:?}");
+    let report = query_json(&mut owner, "chunked_map.chunked_verify('other')", &[]);
+    assert_eq!(report["consistent"], true, "{report}");
+    let evil_rows: i64 = owner
+        .query_one(
+            "SELECT (SELECT count(*) FROM evil.current_record) + (SELECT count(*) FROM evil.archived_chunk)",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(evil_rows, 0);
+}
