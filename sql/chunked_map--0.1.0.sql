@@ -48,14 +48,16 @@ CREATE TABLE chunked_map.current_record (
 
 -- One immutable row per archived chunk. Its token is lpad(first_seq, 20, '0'); it knows its
 -- own size and the token of the chunk before it, so paging needs no arithmetic on sizes.
--- records: jsonb array of {"seq": n, "payload": ...}, newest first (layout 1).
+-- Layout 1: payloads holds the chunk's chunk_size payloads oldest first, the record with
+-- sequence first_seq + i - 1 at index i. Archiving copies the payload datums as they are
+-- (array_agg), never re-encoding JSON; pages are built from it when read.
 CREATE TABLE chunked_map.archived_chunk (
     map        text     NOT NULL,
     first_seq  bigint   NOT NULL,
     chunk_size integer  NOT NULL,
     prev_token text,
     layout     smallint NOT NULL DEFAULT 1,
-    records    jsonb    NOT NULL,
+    payloads   jsonb[]  NOT NULL,
     CONSTRAINT archived_chunk_pkey PRIMARY KEY (map, first_seq)
 );
 
@@ -65,7 +67,7 @@ DO $$
 BEGIN
     IF 'lz4' = ANY (SELECT pg_catalog.unnest(enumvals) FROM pg_catalog.pg_settings
                     WHERE name = 'default_toast_compression') THEN
-        ALTER TABLE chunked_map.archived_chunk ALTER COLUMN records SET COMPRESSION lz4;
+        ALTER TABLE chunked_map.archived_chunk ALTER COLUMN payloads SET COMPRESSION lz4;
     END IF;
 END
 $$;

@@ -9,7 +9,7 @@
 //! Storage (see `sql/bootstrap.sql`):
 //! - `map_state`: one row per map; locked by every append, changed only when a chunk is archived.
 //! - `current_record`: the records of each map's current chunk, one row each.
-//! - `archived_chunk`: one immutable row per full chunk, its records as one jsonb array.
+//! - `archived_chunk`: one immutable row per full chunk, its payloads as one `jsonb[]`.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -38,8 +38,8 @@ const JSONB: pg_sys::Oid = pg_sys::JSONBOID;
 const JSONB_ARRAY: pg_sys::Oid = pg_sys::JSONBARRAYOID;
 
 thread_local! {
-    static PREPARED: RefCell<HashMap<&'static str, OwnedPreparedStatement>> =
-        RefCell::new(HashMap::new());
+    /// Kept plans, by the address of their (static) SQL text: cheaper to hash than the text.
+    static PREPARED: RefCell<HashMap<usize, OwnedPreparedStatement>> = RefCell::new(HashMap::new());
 }
 
 /// Runs `statement`, preparing and keeping it on first use in this backend.
@@ -50,7 +50,8 @@ fn run<'conn>(
 ) -> SpiResult<SpiTupleTable<'conn>> {
     PREPARED.with(|prepared| {
         let mut prepared = prepared.borrow_mut();
-        if !prepared.contains_key(statement.sql) {
+        let key = statement.sql.as_ptr() as usize;
+        if !prepared.contains_key(&key) {
             let types: Vec<PgOid> = statement
                 .params
                 .iter()
@@ -62,9 +63,9 @@ fn run<'conn>(
                 client.prepare(statement.sql, &types)?
             };
             let plan = plan.keep();
-            prepared.insert(statement.sql, plan);
+            prepared.insert(key, plan);
         }
-        let plan = &prepared[statement.sql];
+        let plan = &prepared[&key];
         client.select(plan, None, args)
     })
 }
@@ -109,6 +110,50 @@ pub fn start(client: &SpiClient<'_>, map: &str, chunk_size: i32) -> bool {
         .or_raise()
         .len()
         == 1
+}
+
+/// The append's fast path, one statement: take the map's lock (`FOR UPDATE NOWAIT`, which
+/// raises 55P03 at once if another transaction holds it) and add the record to the current chunk
+/// if it has room. No row back means the map does not exist or its current chunk is full; the
+/// caller then takes the slow path. The next sequence is one past the newest record of the
+/// current chunk (an index probe bounded below by the chunk's first sequence, so dead entries of
+/// archived chunks are never visited). If this statement's snapshot predates an append that
+/// committed just before the lock was granted, the sequence it computes is taken already and the
+/// insert fails with a unique violation, which the caller reports as the conflict it is. (That
+/// is why an append that may wait for the lock takes it in a statement of its own instead.)
+const LOCK_AND_APPEND: Statement = Statement {
+    sql: "WITH state AS (
+              SELECT s.current_first_seq AS first_seq, s.current_chunk_size AS chunk_size
+              FROM chunked_map.map_state AS s
+              WHERE s.map = $1
+              FOR UPDATE NOWAIT
+          ), next AS (
+              SELECT state.first_seq, state.chunk_size,
+                     coalesce((SELECT c.seq FROM chunked_map.current_record AS c
+                               WHERE c.map = $1 AND c.seq >= state.first_seq
+                               ORDER BY c.seq DESC
+                               LIMIT 1) + 1,
+                              state.first_seq) AS seq
+              FROM state
+          )
+          INSERT INTO chunked_map.current_record (map, seq, payload)
+          SELECT $1, next.seq, $2
+          FROM next
+          WHERE next.seq < next.first_seq + next.chunk_size
+          RETURNING seq",
+    params: &[TEXT, JSONB],
+    writes: true,
+};
+
+/// Locks the map and appends `payload` to its current chunk; `None` when the map does not
+/// exist or the chunk is full.
+pub fn lock_and_append(client: &SpiClient<'_>, map: &str, payload: Jsonb) -> Option<i64> {
+    let rows = run(client, &LOCK_AND_APPEND, &[arg(map), arg(payload)]).or_raise();
+    if rows.is_empty() {
+        None
+    } else {
+        rows.first().get_one::<i64>().or_raise()
+    }
 }
 
 /// `FOR UPDATE NOWAIT`: the append lock. Never waits; a held lock raises 55P03, which the
@@ -228,15 +273,14 @@ pub fn append_many_to_current(
     run(client, &APPEND_MANY_TO_CURRENT, &args).or_raise();
 }
 
-/// Archives the full current chunk and starts the next one, in one statement: the records
-/// become one immutable row (newest first, each knowing its sequence), the current chunk's
-/// rows go, and the state points at the new chunk. All of it is part of the caller's
+/// Archives the full current chunk and starts the next one, in one statement: the payloads
+/// become one immutable row (copied as they are, oldest first), the current chunk's rows go,
+/// and the state points at the new chunk. All of it is part of the caller's
 /// transaction. Data-modifying CTEs run once each, with the same snapshot.
 const ROLL_OVER: Statement = Statement {
     sql: "WITH archived AS (
-              INSERT INTO chunked_map.archived_chunk (map, first_seq, chunk_size, prev_token, records)
-              SELECT $1, $2, $3, $4,
-                     jsonb_agg(jsonb_build_object('seq', c.seq, 'payload', c.payload) ORDER BY c.seq DESC)
+              INSERT INTO chunked_map.archived_chunk (map, first_seq, chunk_size, prev_token, payloads)
+              SELECT $1, $2, $3, $4, array_agg(c.payload ORDER BY c.seq)
               FROM chunked_map.current_record AS c
               WHERE c.map = $1 AND c.seq >= $2
               RETURNING first_seq
@@ -327,7 +371,9 @@ const ARCHIVED_PAGE: Statement = Statement {
     sql: "SELECT jsonb_build_object(
                  'map', a.map,
                  'page_token', $3,
-                 'records', a.records,
+                 'records', (SELECT jsonb_agg(jsonb_build_object('seq', a.first_seq + p.i - 1, 'payload', p.payload)
+                                              ORDER BY p.i DESC)
+                             FROM unnest(a.payloads) WITH ORDINALITY AS p(payload, i)),
                  'next_page_token', a.prev_token)
           FROM chunked_map.archived_chunk AS a
           WHERE a.map = $1 AND a.first_seq = $2",
@@ -413,17 +459,17 @@ pub fn info(client: &SpiClient<'_>, map: &str) -> Option<Jsonb> {
 }
 
 /// One record by sequence: from the current chunk, or from the archived chunk with the greatest
-/// first sequence not above it (one probe of the primary key), where records are stored newest
-/// first so the record's position is `last_seq - seq`.
+/// first sequence not above it (one probe of the primary key), at index `seq - first_seq + 1`.
 const GET_RECORD: Statement = Statement {
     sql: "SELECT CASE WHEN $2 >= s.current_first_seq THEN
                      (SELECT jsonb_build_object('seq', c.seq, 'payload', c.payload)
                       FROM chunked_map.current_record AS c
                       WHERE c.map = s.map AND c.seq = $2)
                  ELSE
-                     (SELECT a.records -> (a.first_seq + a.chunk_size - 1 - $2)::integer
+                     (SELECT jsonb_build_object('seq', $2, 'payload', a.payloads[($2 - a.first_seq + 1)::integer])
                       FROM chunked_map.archived_chunk AS a
                       WHERE a.map = s.map AND a.first_seq <= $2
+                        AND $2 < a.first_seq + a.chunk_size
                       ORDER BY a.first_seq DESC
                       LIMIT 1)
                  END
@@ -465,8 +511,8 @@ pub struct StoredChunk {
     pub prev_token: Option<String>,
     pub layout: i16,
     pub record_count: i64,
-    /// Records that are not `{"seq": n, "payload": ...}` with n at its place (newest first).
-    pub misplaced_records: i64,
+    /// NULL payloads, or an array that is not one-dimensional from index 1.
+    pub malformed: bool,
 }
 
 pub struct CurrentRecords {
@@ -486,14 +532,10 @@ const STORED_STATE: Statement = Statement {
 
 const STORED_CHUNKS: Statement = Statement {
     sql: "SELECT a.first_seq, a.chunk_size, a.prev_token, a.layout,
-                 CASE jsonb_typeof(a.records) WHEN 'array' THEN jsonb_array_length(a.records) END,
-                 (SELECT count(*)
-                  FROM jsonb_array_elements(CASE jsonb_typeof(a.records) WHEN 'array' THEN a.records
-                                                 ELSE '[]' END) WITH ORDINALITY AS e(record, position)
-                  WHERE jsonb_typeof(e.record) IS DISTINCT FROM 'object'
-                     OR e.record -> 'seq' IS DISTINCT FROM to_jsonb(a.first_seq + a.chunk_size - e.position)
-                     OR NOT e.record ? 'payload'
-                     OR (SELECT count(*) FROM jsonb_object_keys(e.record)) <> 2)
+                 cardinality(a.payloads),
+                 array_ndims(a.payloads) IS DISTINCT FROM 1
+                     OR array_lower(a.payloads, 1) <> 1
+                     OR array_position(a.payloads, NULL) IS NOT NULL
           FROM chunked_map.archived_chunk AS a
           WHERE a.map = $1
           ORDER BY a.first_seq",
@@ -528,8 +570,8 @@ pub fn stored_map(client: &SpiClient<'_>, map: &str) -> StoredMap {
             chunk_size: row.get::<i32>(2).or_raise().unwrap_or_default(),
             prev_token: row.get::<String>(3).or_raise(),
             layout: row.get::<i16>(4).or_raise().unwrap_or_default(),
-            record_count: row.get::<i32>(5).or_raise().map_or(-1, i64::from),
-            misplaced_records: row.get::<i64>(6).or_raise().unwrap_or_default(),
+            record_count: row.get::<i32>(5).or_raise().map_or(0, i64::from),
+            malformed: row.get::<bool>(6).or_raise().unwrap_or(true),
         })
         .collect();
     let current_rows = run(client, &STORED_CURRENT, &[arg(map)]).or_raise();

@@ -2,7 +2,7 @@
 //! and reports (never raises) what it finds wrong.
 //!
 //! A consistent map: archived chunks start at 1 and follow each other without gap or overlap,
-//! each holds exactly its size of records numbered in place; the token chain from the state's
+//! each holds exactly its size of payloads; the token chain from the state's
 //! newest token back through `prev_token` visits every archived chunk once, newest to oldest,
 //! and ends at a chunk with no previous token; the current chunk continues the sequence without
 //! gap and holds no more than its size; the state row agrees with all of that.
@@ -61,10 +61,9 @@ fn problems(stored: &StoredMap) -> Vec<String> {
                 chunk.record_count, chunk.chunk_size
             ));
         }
-        if chunk.misplaced_records > 0 {
+        if chunk.malformed {
             problems.push(format!(
-                "archived chunk {token} has {} records out of place or malformed",
-                chunk.misplaced_records
+                "archived chunk {token} is malformed (NULL payloads or not a one-dimensional array)"
             ));
         }
         if chunk.layout != 1 {

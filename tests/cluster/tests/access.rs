@@ -37,7 +37,7 @@ fn no_role_but_the_owner_can_change_or_remove_history_even_with_table_privileges
 
     let attempts = [
         (
-            "UPDATE chunked_map.archived_chunk SET records = '[]'",
+            "UPDATE chunked_map.archived_chunk SET payloads = '{}'",
             "UPDATE on chunked_map.archived_chunk",
         ),
         (
@@ -319,7 +319,7 @@ CREATE TABLE evil.map_state (map text, chunk_size int, current_first_seq bigint,
                              current_chunk_size int, newest_archived_token text, archived_chunks bigint);
 CREATE TABLE evil.current_record (map text, seq bigint, payload jsonb);
 CREATE TABLE evil.archived_chunk (map text, first_seq bigint, chunk_size int, prev_token text,
-                                  layout smallint, records jsonb);
+                                  layout smallint, payloads jsonb[]);
 INSERT INTO evil.map_state VALUES ('audit', 1, 1000, 1, '00000000000000000999', 0);
 CREATE FUNCTION evil.jsonb_build_object(text, text, text, text, text, jsonb, text, text) RETURNS jsonb
     LANGUAGE sql AS $$ INSERT INTO evil.calls VALUES ('jsonb_build_object/8'); SELECT '{"evil": true}'::jsonb $$;

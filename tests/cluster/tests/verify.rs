@@ -11,7 +11,7 @@ const COPY_MAP: &str = "
         FROM chunked_map.map_state WHERE map = $1;
     INSERT INTO chunked_map.current_record SELECT $2, seq, payload FROM chunked_map.current_record WHERE map = $1;
     INSERT INTO chunked_map.archived_chunk
-        SELECT $2, first_seq, chunk_size, prev_token, layout, records FROM chunked_map.archived_chunk WHERE map = $1;";
+        SELECT $2, first_seq, chunk_size, prev_token, layout, payloads FROM chunked_map.archived_chunk WHERE map = $1;";
 
 fn copy_map(client: &mut Client, from: &str, to: &str) {
     for statement in COPY_MAP.split(';').filter(|s| !s.trim().is_empty()) {
@@ -43,18 +43,22 @@ fn verify_notices_each_kind_of_damage_to_a_copy_of_the_storage() {
 
     let damage = [
         (
-            "UPDATE chunked_map.archived_chunk SET records = records - 0 WHERE map = $1 AND first_seq = 5",
+            "UPDATE chunked_map.archived_chunk SET payloads = payloads[2:] WHERE map = $1 AND first_seq = 5",
             "archived chunk 00000000000000000005 holds 3 records, its size is 4",
         ),
         (
-            "UPDATE chunked_map.archived_chunk SET records = jsonb_set(records, '{1,seq}', '99')
-             WHERE map = $1 AND first_seq = 9",
-            "archived chunk 00000000000000000009 has 1 records out of place or malformed",
+            "UPDATE chunked_map.archived_chunk SET payloads[2] = NULL WHERE map = $1 AND first_seq = 9",
+            "archived chunk 00000000000000000009 is malformed (NULL payloads or not a one-dimensional array)",
         ),
         (
-            "UPDATE chunked_map.archived_chunk SET records = jsonb_set(records, '{0}', '{\"seq\": 4}')
+            "UPDATE chunked_map.archived_chunk SET payloads = ARRAY[payloads[1:2], payloads[3:4]]
              WHERE map = $1 AND first_seq = 1",
-            "archived chunk 00000000000000000001 has 1 records out of place or malformed",
+            "archived chunk 00000000000000000001 is malformed (NULL payloads or not a one-dimensional array)",
+        ),
+        (
+            "UPDATE chunked_map.archived_chunk SET payloads = '[0:3]={1,2,3,4}'::jsonb[]
+             WHERE map = $1 AND first_seq = 13",
+            "archived chunk 00000000000000000013 is malformed (NULL payloads or not a one-dimensional array)",
         ),
         (
             "DELETE FROM chunked_map.archived_chunk WHERE map = $1 AND first_seq = 5",
