@@ -16,12 +16,14 @@ The ordering of items is not stable, it is driven by a dependency graph.
 -- src/lib.rs:30
 -- bootstrap
 -- Storage of chunked_map. Every key starts with the map, so the tables can be distributed by
--- map (Citus); nothing here refers to another table, so no statement locks two maps.
+-- map (Citus); nothing here refers to another table, so no statement locks two maps. Map names
+-- compare byte by byte (COLLATE "C"): equality is the same in every collation, and the keys are
+-- compared on every append, where a linguistic collation would cost strcoll() calls.
 
 -- One row per map. Locked (FOR UPDATE NOWAIT) by every append; changed only when a chunk is
 -- archived, which is what keeps an append from rewriting it.
 CREATE TABLE chunked_map.map_state (
-    map                   text    NOT NULL,
+    map                   text    COLLATE "C" NOT NULL,
     -- size given to chunks started from now on
     chunk_size            integer NOT NULL,
     -- the current chunk: its first sequence and the size it was started with
@@ -40,7 +42,7 @@ CREATE TABLE chunked_map.map_state (
 -- The records of each map's current chunk, one row each: an append inserts one row and
 -- rewrites nothing. At most current_chunk_size rows per map.
 CREATE TABLE chunked_map.current_record (
-    map     text   NOT NULL,
+    map     text   COLLATE "C" NOT NULL,
     seq     bigint NOT NULL,
     payload jsonb  NOT NULL,
     CONSTRAINT current_record_pkey PRIMARY KEY (map, seq)
@@ -52,7 +54,7 @@ CREATE TABLE chunked_map.current_record (
 -- sequence first_seq + i - 1 at index i. Archiving copies the payload datums as they are
 -- (array_agg), never re-encoding JSON; pages are built from it when read.
 CREATE TABLE chunked_map.archived_chunk (
-    map        text     NOT NULL,
+    map        text     COLLATE "C" NOT NULL,
     first_seq  bigint   NOT NULL,
     chunk_size integer  NOT NULL,
     prev_token text,

@@ -127,7 +127,7 @@ const LOCK_AND_APPEND: Statement = Statement {
               FROM chunked_map.map_state AS s
               WHERE s.map = $1
               FOR UPDATE NOWAIT
-          ), next AS (
+          ), next AS MATERIALIZED (
               SELECT state.first_seq, state.chunk_size,
                      coalesce((SELECT c.seq FROM chunked_map.current_record AS c
                                WHERE c.map = $1 AND c.seq >= state.first_seq
