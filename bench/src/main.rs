@@ -1,0 +1,562 @@
+//! chunked_map benchmark: appends, contention, page latency and bytes, against a plain INSERT
+//! into an events table and a growing jsonb array, interleaved in one run on one throw-away
+//! cluster, medians of several rounds. Prints a markdown table (and writes it to
+//! bench/results/latest.md). Run by bench/run.sh, which installs the release build first.
+//!
+//! Usage: chunked_map_bench [--rounds N] [--seconds S] [--quick]
+
+mod pgbench;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use chunked_map_cluster_tests::{repo_root, Client, Cluster};
+use pgbench::{Length, Outcome, Run};
+
+/// A ~230-byte subscriber record, the same expression in every variant.
+fn payload(n: &str) -> String {
+    format!(
+        "jsonb_build_object('email', 'user' || {n} || '@example.com', 'name', 'Subscriber number ' || {n}, \
+         'plan', 'pro', 'source', 'newsletter-signup-form', 'referrer', 'https://example.com/landing/spring', \
+         'signed_up_at', '2026-11-30T01:23:45Z', 'tags', jsonb_build_array('early-adopter', 'eu', 'weekly'))"
+    )
+}
+
+struct Options {
+    rounds: usize,
+    seconds: u32,
+    big: i64,
+    mid: i64,
+    bytes_records: u64,
+}
+
+impl Options {
+    fn from_args() -> Options {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        fn value<T: std::str::FromStr>(args: &[String], flag: &str) -> Option<T> {
+            args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok())
+        }
+        if args.iter().any(|a| a == "--quick") {
+            return Options { rounds: 1, seconds: 2, big: 100_000, mid: 10_000, bytes_records: 20_000 };
+        }
+        Options {
+            rounds: value(&args, "--rounds").unwrap_or(3),
+            seconds: value(&args, "--seconds").unwrap_or(5),
+            big: 1_000_000,
+            mid: 100_000,
+            bytes_records: 100_000,
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum Variant {
+    PlainInsert,
+    Naive,
+    Chunked,
+    ChunkedBatch100,
+}
+
+impl Variant {
+    fn name(self) -> &'static str {
+        match self {
+            Variant::PlainInsert => "plain_insert",
+            Variant::Naive => "naive jsonb array",
+            Variant::Chunked => "chunked_register",
+            Variant::ChunkedBatch100 => "chunked_register_many (100/call)",
+        }
+    }
+
+    fn records_per_transaction(self) -> f64 {
+        if self == Variant::ChunkedBatch100 {
+            100.0
+        } else {
+            1.0
+        }
+    }
+
+    fn script(self) -> String {
+        let one = payload(":n");
+        match self {
+            Variant::PlainInsert => {
+                format!("\\set n random(1, 1000000)\nINSERT INTO bench.events (map, payload) VALUES (:map, {one});\n")
+            }
+            Variant::Naive => format!(
+                "\\set n random(1, 1000000)\nUPDATE bench.naive SET items = items || jsonb_build_array({one}) WHERE map = :map;\n"
+            ),
+            Variant::Chunked => {
+                format!("\\set n random(1, 1000000)\nSELECT chunked_map.chunked_register(:map, {one});\n")
+            }
+            Variant::ChunkedBatch100 => format!(
+                "\\set n random(1, 1000000)\nSELECT count(*) FROM chunked_map.chunked_register_many(:map, \
+                 ARRAY(SELECT {} FROM generate_series(1, 100) AS i));\n",
+                payload("(:n + i)")
+            ),
+        }
+    }
+}
+
+struct Bench {
+    cluster: Cluster,
+    client: Client,
+    work: PathBuf,
+    options: Options,
+    fresh_maps: usize,
+}
+
+impl Bench {
+    fn sql(&mut self, sql: &str) {
+        self.client.batch_execute(sql).unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+    }
+
+    fn wal_lsn(&mut self) -> i64 {
+        self.client
+            .query_one("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint", &[])
+            .unwrap()
+            .get(0)
+    }
+
+    fn pgbench(&self, database: &str, run: &Run<'_>) -> Outcome {
+        pgbench::run(&self.cluster, database, &self.work, run)
+    }
+
+    /// A map with no record yet, ready for `variant`.
+    fn fresh_map(&mut self, variant: Variant) -> String {
+        self.fresh_maps += 1;
+        let map = format!("fresh{}", self.fresh_maps);
+        match variant {
+            Variant::PlainInsert => {}
+            Variant::Naive => self.sql(&format!("INSERT INTO bench.naive VALUES ('{map}', '[]')")),
+            Variant::Chunked | Variant::ChunkedBatch100 => {
+                self.sql(&format!("SELECT chunked_map.chunked_start('{map}')"))
+            }
+        }
+        map
+    }
+}
+
+fn main() {
+    let began = Instant::now();
+    let options = Options::from_args();
+    let cluster = Cluster::start_with(&[
+        "shared_buffers=1GB",
+        "max_wal_size=16GB",
+        "checkpoint_timeout=1h",
+        "max_connections=40",
+    ]);
+    let work = cluster.socket_dir().join("bench");
+    std::fs::create_dir_all(&work).expect("work directory");
+    let client = cluster.database("bench");
+    let mut bench = Bench { cluster, client, work, options, fresh_maps: 0 };
+
+    eprintln!("setting up and prefilling ({:?})", began.elapsed());
+    setup(&mut bench);
+    let appends = section_a(&mut bench);
+    eprintln!("contention ({:?})", began.elapsed());
+    let contention = section_b(&mut bench);
+    eprintln!("page latency ({:?})", began.elapsed());
+    let pages = section_c(&mut bench);
+    eprintln!("bytes ({:?})", began.elapsed());
+    let bytes = section_d(&mut bench);
+
+    let report = format!(
+        "{}\n{appends}\n{contention}\n{pages}\n{bytes}\nWhole run: {:.1} minutes.\n",
+        machine(),
+        began.elapsed().as_secs_f64() / 60.0
+    );
+    println!("{report}");
+    let out = repo_root().join("bench/results/latest.md");
+    std::fs::create_dir_all(out.parent().expect("results directory")).expect("results directory");
+    std::fs::write(&out, &report).expect("write report");
+    eprintln!("written to {}", out.display());
+}
+
+fn setup(bench: &mut Bench) {
+    let (mid, big) = (bench.options.mid, bench.options.big);
+    bench.sql(
+        "CREATE SCHEMA bench;
+         CREATE TABLE bench.events (map text, id bigserial, payload jsonb);
+         CREATE INDEX ON bench.events (map, id);
+         CREATE TABLE bench.naive (map text PRIMARY KEY, items jsonb NOT NULL);",
+    );
+    for (map, count) in [("mid", mid), ("big", big)] {
+        bench.sql(&format!(
+            "INSERT INTO bench.events (map, payload) SELECT '{map}', {} FROM generate_series(1, {count}) AS g;
+             SELECT chunked_map.chunked_start('{map}');",
+            payload("g")
+        ));
+        let mut done = 0;
+        while done < count {
+            let batch = (count - done).min(10_000);
+            bench.sql(&format!(
+                "SELECT count(*) FROM chunked_map.chunked_register_many('{map}',
+                     ARRAY(SELECT {} FROM generate_series({}, {}) AS g))",
+                payload("g"),
+                done + 1,
+                done + batch
+            ));
+            done += batch;
+        }
+    }
+    bench.sql(&format!(
+        "INSERT INTO bench.naive SELECT 'mid', jsonb_agg({}) FROM generate_series(1, {mid}) AS g",
+        payload("g")
+    ));
+    bench.sql("VACUUM ANALYZE");
+    bench.sql("CHECKPOINT");
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+fn sync_option(on: bool) -> String {
+    format!("-c synchronous_commit={}", if on { "on" } else { "off" })
+}
+
+/// A. Single-client appends at 0, mid and big records already in the map.
+fn section_a(bench: &mut Bench) -> String {
+    let sizes = [("0", None), ("100,000", Some("mid")), ("1,000,000", Some("big"))];
+    let mut configs = Vec::new();
+    for sync in [false, true] {
+        for (label, map) in sizes {
+            for variant in [Variant::PlainInsert, Variant::Naive, Variant::Chunked, Variant::ChunkedBatch100] {
+                let skip = (variant == Variant::Naive && map == Some("big"))
+                    || (variant == Variant::ChunkedBatch100 && map.is_some());
+                if !skip {
+                    configs.push((sync, label, map, variant));
+                }
+            }
+        }
+    }
+    let mut records_per_second: BTreeMap<(bool, &str, Variant), Vec<f64>> = BTreeMap::new();
+    let mut wal_per_record: BTreeMap<(bool, &str, Variant), Vec<f64>> = BTreeMap::new();
+    let seconds = bench.options.seconds;
+    for round in 0..bench.options.rounds {
+        eprintln!("appends, round {} of {}", round + 1, bench.options.rounds);
+        for &(sync, label, map, variant) in &configs {
+            let map = match map {
+                Some(map) => map.to_string(),
+                None => bench.fresh_map(variant),
+            };
+            bench.sql("CHECKPOINT");
+            let before = bench.wal_lsn();
+            let script = variant.script();
+            let outcome = bench.pgbench(
+                "bench",
+                &Run {
+                    script: &script,
+                    clients: 1,
+                    length: Length::Seconds(seconds),
+                    defines: vec![("map".into(), map)],
+                    options: sync_option(sync),
+                    retry: false,
+                    log_dir: None,
+                },
+            );
+            let wal = (bench.wal_lsn() - before) as f64;
+            let records = outcome.transactions as f64 * variant.records_per_transaction();
+            let key = (sync, label, variant);
+            records_per_second.entry(key).or_default().push(outcome.tps * variant.records_per_transaction());
+            wal_per_record.entry(key).or_default().push(wal / records.max(1.0));
+        }
+    }
+
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "### A. Single-client appends (pgbench -M prepared, 1 client, {seconds} s × {} rounds, median)\n",
+        bench.options.rounds
+    );
+    let _ = writeln!(out, "| synchronous_commit | records in map | variant | records/s | × plain_insert | WAL bytes/record |");
+    let _ = writeln!(out, "|---|---|---|---:|---:|---:|");
+    for &(sync, label, _, variant) in &configs {
+        if bench.options.rounds > 0 && !records_per_second.contains_key(&(sync, label, variant)) {
+            continue;
+        }
+        let rate = median(records_per_second[&(sync, label, variant)].clone());
+        let plain = median(records_per_second[&(sync, label, Variant::PlainInsert)].clone());
+        let wal = median(wal_per_record[&(sync, label, variant)].clone());
+        let _ = writeln!(
+            out,
+            "| {} | {label} | {} | {rate:.0} | {:.2} | {wal:.0} |",
+            if sync { "on" } else { "off" },
+            variant.name(),
+            rate / plain
+        );
+    }
+    let flat = median(records_per_second[&(false, "1,000,000", Variant::Chunked)].clone())
+        / median(records_per_second[&(false, "0", Variant::Chunked)].clone());
+    let batch = median(records_per_second[&(false, "0", Variant::ChunkedBatch100)].clone())
+        / median(records_per_second[&(false, "0", Variant::Chunked)].clone());
+    let _ = writeln!(
+        out,
+        "\nchunked_register at 1,000,000 records ÷ at 0 (synchronous_commit off): **{flat:.2}**. \
+         chunked_register_many with 100 records per call ÷ chunked_register, records/s: **{batch:.1}×**."
+    );
+    out
+}
+
+/// B. Contention: 8 clients on 8 maps, and 8 clients on one map.
+fn section_b(bench: &mut Bench) -> String {
+    for client in 0..8 {
+        bench.sql(&format!("SELECT chunked_map.chunked_start('eight{client}')"));
+    }
+    bench.sql("SELECT chunked_map.chunked_start('one')");
+    let eight_maps = "('eight' || :client_id)";
+    let plain = |map: &str| {
+        format!("\\set n random(1, 1000000)\nINSERT INTO bench.events (map, payload) VALUES ({map}, {});\n", payload(":n"))
+    };
+    let chunked = |map: &str| {
+        format!("\\set n random(1, 1000000)\nSELECT chunked_map.chunked_register({map}, {});\n", payload(":n"))
+    };
+    let configs: Vec<(&str, String, &str)> = vec![
+        ("plain_insert, 8 clients, 8 maps", plain(eight_maps), ""),
+        ("chunked_register, 8 clients, 8 maps", chunked(eight_maps), ""),
+        ("plain_insert, 8 clients, 1 map", plain("'one'"), ""),
+        ("chunked_register, 8 clients, 1 map, NOWAIT (default), retry on 40001", chunked("'one'"), ""),
+        (
+            "chunked_register, 8 clients, 1 map, chunked_map.lock_timeout = 50ms",
+            chunked("'one'"),
+            "-c chunked_map.lock_timeout=50ms",
+        ),
+        (
+            "chunked_register, 8 clients, 1 map, blocking FOR UPDATE (lock_timeout = 1h)",
+            chunked("'one'"),
+            "-c chunked_map.lock_timeout=1h",
+        ),
+    ];
+    let mut results: Vec<Vec<Outcome>> = vec![Vec::new(); configs.len()];
+    let seconds = bench.options.seconds;
+    for round in 0..bench.options.rounds {
+        eprintln!("contention, round {} of {}", round + 1, bench.options.rounds);
+        for (i, (_, script, options)) in configs.iter().enumerate() {
+            let outcome = bench.pgbench(
+                "bench",
+                &Run {
+                    script,
+                    clients: 8,
+                    length: Length::Seconds(seconds),
+                    defines: vec![],
+                    options: format!("{} {options}", sync_option(true)),
+                    retry: true,
+                    log_dir: None,
+                },
+            );
+            results[i].push(outcome);
+        }
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "### B. Contention (8 clients, synchronous_commit on, pgbench --max-tries=0 retries 40001, {seconds} s × {} rounds, median)\n",
+        bench.options.rounds
+    );
+    let _ = writeln!(out, "| workload | commits/s | retries per commit | failed transactions |");
+    let _ = writeln!(out, "|---|---:|---:|---:|");
+    let mut commits = Vec::new();
+    for ((name, _, _), outcomes) in configs.iter().zip(&results) {
+        let tps = median(outcomes.iter().map(|o| o.tps).collect());
+        let retries =
+            median(outcomes.iter().map(|o| o.retries as f64 / (o.transactions.max(1)) as f64).collect());
+        let failed: u64 = outcomes.iter().map(|o| o.failed).sum();
+        commits.push(tps);
+        let _ = writeln!(out, "| {name} | {tps:.0} | {retries:.2} | {failed} |");
+    }
+    let _ = writeln!(
+        out,
+        "\nOne map, lock_timeout = 50ms ÷ blocking FOR UPDATE: **{:.2}**; NOWAIT with retries ÷ blocking: **{:.2}**.",
+        commits[4] / commits[5],
+        commits[3] / commits[5]
+    );
+    out
+}
+
+/// C. Page latency on the map of `big` records.
+fn section_c(bench: &mut Bench) -> String {
+    let configs = [
+        ("chunked_page, current", "SELECT chunked_map.chunked_page(:map, 'current');\n".to_string()),
+        (
+            "chunked_page, archived token (random chunk)",
+            format!(
+                "\\set k random(0, {})\nSELECT chunked_map.chunked_page(:map, lpad((:k * 100 + 1)::text, 20, '0'));\n",
+                bench.options.big / 100 - 1
+            ),
+        ),
+        (
+            "reference: plain_insert table, newest 100 as JSON",
+            "SELECT jsonb_agg(jsonb_build_object('seq', e.id, 'payload', e.payload)) FROM \
+             (SELECT id, payload FROM bench.events WHERE map = :map ORDER BY id DESC LIMIT 100) AS e;\n"
+                .to_string(),
+        ),
+    ];
+    let mut p50 = vec![Vec::new(); configs.len()];
+    let mut p95 = vec![Vec::new(); configs.len()];
+    let seconds = bench.options.seconds;
+    for round in 0..bench.options.rounds {
+        for (i, (_, script)) in configs.iter().enumerate() {
+            let log_dir = bench.work.join(format!("latency-{round}-{i}"));
+            bench.pgbench(
+                "bench",
+                &Run {
+                    script,
+                    clients: 1,
+                    length: Length::Seconds(seconds),
+                    defines: vec![("map".into(), "big".into())],
+                    options: String::new(),
+                    retry: false,
+                    log_dir: Some(log_dir.clone()),
+                },
+            );
+            let latencies = pgbench::latencies_us(&log_dir);
+            let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)] as f64;
+            p50[i].push(at(0.50) / 1000.0);
+            p95[i].push(at(0.95) / 1000.0);
+        }
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "### C. Page latency, map of {} records, chunk size 100 (1 client, latency seen by the client, {seconds} s × {} rounds, median)\n",
+        bench.options.big,
+        bench.options.rounds
+    );
+    let _ = writeln!(out, "| read | p50 ms | p95 ms |");
+    let _ = writeln!(out, "|---|---:|---:|");
+    for (i, (name, _)) in configs.iter().enumerate() {
+        let _ = writeln!(out, "| {name} | {:.3} | {:.3} |", median(p50[i].clone()), median(p95[i].clone()));
+    }
+    out
+}
+
+/// D. Bytes per record after `bytes_records` appends through the API, and WAL per append.
+fn section_d(bench: &mut Bench) -> String {
+    let records = bench.options.bytes_records;
+    let mut client = bench.cluster.database("bytes");
+    client
+        .batch_execute(
+            "CREATE TABLE events (map text, id bigserial, payload jsonb);
+             CREATE INDEX ON events (map, id);
+             SELECT chunked_map.chunked_start('bytes');",
+        )
+        .unwrap();
+    let wal_lsn = |client: &mut Client| -> i64 {
+        client
+            .query_one("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint", &[])
+            .unwrap()
+            .get(0)
+    };
+    let mut wal = BTreeMap::new();
+    let scripts = [
+        ("plain_insert", format!("\\set n random(1, 1000000)\nINSERT INTO events (map, payload) VALUES ('bytes', {});\n", payload(":n"))),
+        ("chunked_register", format!("\\set n random(1, 1000000)\nSELECT chunked_map.chunked_register('bytes', {});\n", payload(":n"))),
+    ];
+    for (name, script) in &scripts {
+        client.batch_execute("CHECKPOINT").unwrap();
+        let before = wal_lsn(&mut client);
+        bench.pgbench(
+            "bytes",
+            &Run {
+                script,
+                clients: 1,
+                length: Length::Transactions(records),
+                defines: vec![],
+                options: sync_option(false),
+                retry: false,
+                log_dir: None,
+            },
+        );
+        wal.insert(*name, (wal_lsn(&mut client) - before) as f64 / records as f64);
+    }
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE naive (map text PRIMARY KEY, items jsonb NOT NULL);
+             INSERT INTO naive SELECT 'bytes', jsonb_agg({}) FROM generate_series(1, {records}) AS g;",
+            payload("g")
+        ))
+        .unwrap();
+    client.batch_execute("VACUUM ANALYZE").unwrap();
+    let size = |client: &mut Client, sql: &str| -> f64 {
+        client.query_one(&format!("SELECT ({sql})::float8"), &[]).unwrap().get(0)
+    };
+    let plain = size(&mut client, "pg_total_relation_size('events')");
+    let naive = size(&mut client, "pg_total_relation_size('naive')");
+    let archived_heap = size(&mut client, "pg_relation_size('chunked_map.archived_chunk')");
+    let archived_toast = size(
+        &mut client,
+        "pg_total_relation_size((SELECT reltoastrelid FROM pg_class WHERE oid = 'chunked_map.archived_chunk'::regclass))",
+    );
+    let archived_index = size(&mut client, "pg_indexes_size('chunked_map.archived_chunk')");
+    let current = size(&mut client, "pg_total_relation_size('chunked_map.current_record')");
+    let state = size(&mut client, "pg_total_relation_size('chunked_map.map_state')");
+    let chunked = archived_heap + archived_toast + archived_index + current + state;
+    let per = |bytes: f64| bytes / records as f64;
+
+    let mut out = String::new();
+    let _ = writeln!(out, "### D. Bytes after {records} appends (table + TOAST + indexes, after VACUUM) and WAL per append\n");
+    let _ = writeln!(out, "| variant | bytes/record | × plain_insert | WAL bytes/append | × plain_insert |");
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|");
+    let _ = writeln!(out, "| plain_insert | {:.1} | 1.00 | {:.0} | 1.00 |", per(plain), wal["plain_insert"]);
+    let _ = writeln!(
+        out,
+        "| chunked_map | {:.1} | {:.2} | {:.0} | {:.2} |",
+        per(chunked),
+        chunked / plain,
+        wal["chunked_register"],
+        wal["chunked_register"] / wal["plain_insert"]
+    );
+    let _ = writeln!(out, "| naive jsonb array (built in one statement) | {:.1} | {:.2} | – | – |", per(naive), naive / plain);
+    let _ = writeln!(
+        out,
+        "\nchunked_map bytes/record: archived chunks {:.1} (heap {:.1}, TOAST {:.1}, index {:.1}), current chunk {:.1}, state {:.1}.",
+        per(archived_heap + archived_toast + archived_index),
+        per(archived_heap),
+        per(archived_toast),
+        per(archived_index),
+        per(current),
+        per(state)
+    );
+    out
+}
+
+fn machine() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .unwrap_or("unknown")
+        .trim()
+        .to_string();
+    let cores = cpuinfo.lines().filter(|l| l.starts_with("processor")).count();
+    let memory = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| m.lines().next().map(|l| l.split_whitespace().nth(1).unwrap_or("0").to_string()))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map(|kb| format!("{:.0} GiB", kb / 1024.0 / 1024.0))
+        .unwrap_or_default();
+    let version = std::process::Command::new(chunked_map_cluster_tests::pg_bin("postgres"))
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let date = std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    format!(
+        "## chunked_map benchmark, {date}\n\n{cores} × {model}, {memory}; {version}; release build; \
+         a throw-away cluster (shared_buffers 1GB, checkpoints only between runs); pgbench on the same machine.\n"
+    )
+}
