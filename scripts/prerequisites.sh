@@ -12,6 +12,10 @@ for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
         || missing+=("$package")
 done
+# The client examples' tests need Python (with venv) and Node.js (with npm); the machine's own
+# are used when present, Debian's installed otherwise.
+python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3 python3-venv)
+command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)
 if [ ${#missing[@]} -gt 0 ]; then
     log "installing Debian packages: ${missing[*]}"
     as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq

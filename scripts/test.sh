@@ -2,8 +2,10 @@
 # Runs every test of chunked_map, installing what is missing first:
 #   1. unit tests and #[pg_test]s, inside a pgrx-managed PostgreSQL (cargo pgrx test)
 #   2. the pg_regress suite and the tests that need real servers of their own (several
-#      connections, crashes, dumps, roles, upgrades), each on a throw-away cluster
-# Any argument is passed to the second step's test binaries as a name filter.
+#      connections, crashes, dumps, roles, upgrades, the client examples), each on a
+#      throw-away cluster
+#   3. the HTTP service driven over HTTP, and the benchmark driver's unit tests
+# Any argument is passed to the test binaries of steps 2 and 3 as a name filter.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
@@ -22,6 +24,9 @@ cargo pgrx test pg$PG_MAJOR --runas postgres --pgdata "$pgrx_pgdata"
 # install scripts) in place for the cluster tests.
 scripts/install-extension.sh
 
-log "cluster tests (pg_regress, concurrency, data safety, upgrades)"
+log "cluster tests (pg_regress, concurrency, data safety, upgrades, client examples)"
 cargo test -p chunked_map_cluster_tests -- "$@"
+
+log "HTTP service and benchmark driver"
+cargo test -p subscribers-http -p chunked_map_bench -- "$@"
 log "all tests passed"

@@ -14,13 +14,12 @@ SELECT chunked_map.chunked_register('subscribers', jsonb_build_object('email', '
 FROM generate_series(1, 7) AS i;
 
 \echo '-- The current page: newest first, and the token of the next older page.'
-SELECT jsonb_pretty(chunked_map.chunked_page('subscribers'));
+SELECT chunked_map.chunked_page('subscribers');
 
-\echo '-- Follow next_page_token until it is null.'
-SELECT jsonb_pretty(chunked_map.chunked_page('subscribers', '00000000000000000004'));
-SELECT jsonb_pretty(chunked_map.chunked_page('subscribers', '00000000000000000001'));
+\echo '-- An archived page, by its token: the first sequence of the chunk, 20 digits.'
+SELECT chunked_map.chunked_page('subscribers', '00000000000000000004');
 
-\echo '-- The same walk in one query: every record once, newest first.'
+\echo '-- Follow next_page_token until it is null: every record once, newest first.'
 WITH RECURSIVE walk AS (
     SELECT chunked_map.chunked_page('subscribers') AS page
     UNION ALL
@@ -32,9 +31,28 @@ SELECT page ->> 'page_token' AS page_token,
        page ->> 'next_page_token' AS next_page_token
 FROM walk;
 
+\echo '-- Chunk size is part of the stored layout: new chunks take the new size, old ones keep theirs.'
+SELECT chunked_map.chunked_set_chunk_size('subscribers', 5);
+SELECT count(chunked_map.chunked_register('subscribers', jsonb_build_object('email', 'user' || i || '@example.com')))
+       AS appended
+FROM generate_series(8, 20) AS i;
+SELECT r.seq, r.payload ->> 'email' AS email FROM chunked_map.chunked_records('subscribers') AS r;
+WITH RECURSIVE walk AS (
+    SELECT chunked_map.chunked_page('subscribers') AS page
+    UNION ALL
+    SELECT chunked_map.chunked_page('subscribers', page ->> 'next_page_token')
+    FROM walk WHERE page ->> 'next_page_token' IS NOT NULL
+)
+SELECT page ->> 'page_token' AS page_token,
+       jsonb_array_length(page -> 'records') AS records,
+       page ->> 'next_page_token' AS next_page_token
+FROM walk;
+SELECT chunked_map.chunked_info('subscribers');
+SELECT chunked_map.chunked_get('subscribers', 5);
+
 \echo '-- Errors name what is wrong, with a SQLSTATE a client can act on.'
 \set ON_ERROR_STOP off
-\set VERBOSITY default
+\set VERBOSITY verbose
 SELECT chunked_map.chunked_page('subscribers', '101');
 SELECT chunked_map.chunked_page('subscribers', '00000000000000000002');
 SELECT chunked_map.chunked_register('nobody', '{}');

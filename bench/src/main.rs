@@ -36,10 +36,19 @@ impl Options {
     fn from_args() -> Options {
         let args: Vec<String> = std::env::args().skip(1).collect();
         fn value<T: std::str::FromStr>(args: &[String], flag: &str) -> Option<T> {
-            args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok())
+            args.iter()
+                .position(|a| a == flag)
+                .and_then(|i| args.get(i + 1))
+                .and_then(|v| v.parse().ok())
         }
         if args.iter().any(|a| a == "--quick") {
-            return Options { rounds: 1, seconds: 2, big: 100_000, mid: 10_000, bytes_records: 20_000 };
+            return Options {
+                rounds: 1,
+                seconds: 2,
+                big: 100_000,
+                mid: 10_000,
+                bytes_records: 20_000,
+            };
         }
         Options {
             rounds: value(&args, "--rounds").unwrap_or(3),
@@ -108,12 +117,17 @@ struct Bench {
 
 impl Bench {
     fn sql(&mut self, sql: &str) {
-        self.client.batch_execute(sql).unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+        self.client
+            .batch_execute(sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e:?}"));
     }
 
     fn wal_lsn(&mut self) -> i64 {
         self.client
-            .query_one("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint", &[])
+            .query_one(
+                "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint",
+                &[],
+            )
             .unwrap()
             .get(0)
     }
@@ -149,7 +163,13 @@ fn main() {
     let work = cluster.socket_dir().join("bench");
     std::fs::create_dir_all(&work).expect("work directory");
     let client = cluster.database("bench");
-    let mut bench = Bench { cluster, client, work, options, fresh_maps: 0 };
+    let mut bench = Bench {
+        cluster,
+        client,
+        work,
+        options,
+        fresh_maps: 0,
+    };
 
     eprintln!("setting up and prefilling ({:?})", began.elapsed());
     setup(&mut bench);
@@ -226,12 +246,22 @@ fn sync_option(on: bool) -> String {
 
 /// A. Single-client appends at 0, mid and big records already in the map.
 fn section_a(bench: &mut Bench) -> String {
-    let sizes = [("0", None), ("100,000", Some("mid")), ("1,000,000", Some("big"))];
+    let sizes = [
+        ("0", None),
+        ("100,000", Some("mid")),
+        ("1,000,000", Some("big")),
+    ];
     let mut configs = Vec::new();
     for sync in [false, true] {
         for (label, map) in sizes {
-            for variant in [Variant::PlainInsert, Variant::Naive, Variant::Chunked, Variant::ChunkedBatch100] {
-                let skip = (variant == Variant::Naive && map == Some("big"))
+            for variant in [
+                Variant::PlainInsert,
+                Variant::Naive,
+                Variant::Chunked,
+                Variant::ChunkedBatch100,
+            ] {
+                // the naive array is measured where it is still measurable, once
+                let skip = (variant == Variant::Naive && (map == Some("big") || sync))
                     || (variant == Variant::ChunkedBatch100 && map.is_some());
                 if !skip {
                     configs.push((sync, label, map, variant));
@@ -239,7 +269,10 @@ fn section_a(bench: &mut Bench) -> String {
             }
         }
     }
+    // Each variant's rate, and its ratio to plain_insert measured in the same round (runs of one
+    // round are adjacent, so the ratio cancels most of the machine's drift).
     let mut records_per_second: BTreeMap<(bool, &str, Variant), Vec<f64>> = BTreeMap::new();
+    let mut ratio_to_plain: BTreeMap<(bool, &str, Variant), Vec<f64>> = BTreeMap::new();
     let mut wal_per_record: BTreeMap<(bool, &str, Variant), Vec<f64>> = BTreeMap::new();
     let seconds = bench.options.seconds;
     for round in 0..bench.options.rounds {
@@ -267,15 +300,22 @@ fn section_a(bench: &mut Bench) -> String {
             let wal = (bench.wal_lsn() - before) as f64;
             let records = outcome.transactions as f64 * variant.records_per_transaction();
             let key = (sync, label, variant);
-            records_per_second.entry(key).or_default().push(outcome.tps * variant.records_per_transaction());
-            wal_per_record.entry(key).or_default().push(wal / records.max(1.0));
+            let rate = outcome.tps * variant.records_per_transaction();
+            records_per_second.entry(key).or_default().push(rate);
+            wal_per_record
+                .entry(key)
+                .or_default()
+                .push(wal / records.max(1.0));
+            let plain = records_per_second[&(sync, label, Variant::PlainInsert)][round];
+            ratio_to_plain.entry(key).or_default().push(rate / plain);
         }
     }
+    let ratio = |key: (bool, &str, Variant)| median(ratio_to_plain[&key].clone());
 
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "### A. Single-client appends (pgbench -M prepared, 1 client, {seconds} s × {} rounds, median)\n",
+        "### A. Single-client appends (pgbench -M prepared, 1 client, {seconds} s × {} rounds; medians, ratios taken within each round)\n",
         bench.options.rounds
     );
     let _ = writeln!(out, "| synchronous_commit | records in map | variant | records/s | × plain_insert | WAL bytes/record |");
@@ -285,23 +325,35 @@ fn section_a(bench: &mut Bench) -> String {
             continue;
         }
         let rate = median(records_per_second[&(sync, label, variant)].clone());
-        let plain = median(records_per_second[&(sync, label, Variant::PlainInsert)].clone());
         let wal = median(wal_per_record[&(sync, label, variant)].clone());
         let _ = writeln!(
             out,
             "| {} | {label} | {} | {rate:.0} | {:.2} | {wal:.0} |",
             if sync { "on" } else { "off" },
             variant.name(),
-            rate / plain
+            ratio((sync, label, variant))
         );
     }
-    let flat = median(records_per_second[&(false, "1,000,000", Variant::Chunked)].clone())
-        / median(records_per_second[&(false, "0", Variant::Chunked)].clone());
-    let batch = median(records_per_second[&(false, "0", Variant::ChunkedBatch100)].clone())
-        / median(records_per_second[&(false, "0", Variant::Chunked)].clone());
+    let per_round = |a: (bool, &str, Variant), b: (bool, &str, Variant)| {
+        median(
+            records_per_second[&a]
+                .iter()
+                .zip(&records_per_second[&b])
+                .map(|(x, y)| x / y)
+                .collect(),
+        )
+    };
+    let flat = per_round(
+        (false, "1,000,000", Variant::Chunked),
+        (false, "0", Variant::Chunked),
+    );
+    let batch = per_round(
+        (false, "0", Variant::ChunkedBatch100),
+        (false, "0", Variant::Chunked),
+    );
     let _ = writeln!(
         out,
-        "\nchunked_register at 1,000,000 records ÷ at 0 (synchronous_commit off): **{flat:.2}**. \
+        "\nchunked_register at 1,000,000 records ÷ at 0 records (synchronous_commit off, same round): **{flat:.2}**. \
          chunked_register_many with 100 records per call ÷ chunked_register, records/s: **{batch:.1}×**."
     );
     out
@@ -310,7 +362,9 @@ fn section_a(bench: &mut Bench) -> String {
 /// B. Contention: 8 clients on 8 maps, and 8 clients on one map.
 fn section_b(bench: &mut Bench) -> String {
     for client in 0..8 {
-        bench.sql(&format!("SELECT chunked_map.chunked_start('eight{client}')"));
+        bench.sql(&format!(
+            "SELECT chunked_map.chunked_start('eight{client}')"
+        ));
     }
     bench.sql("SELECT chunked_map.chunked_start('one')");
     let eight_maps = "('eight' || :client_id)";
@@ -318,13 +372,24 @@ fn section_b(bench: &mut Bench) -> String {
         format!("\\set n random(1, 1000000)\nINSERT INTO bench.events (map, payload) VALUES ({map}, {});\n", payload(":n"))
     };
     let chunked = |map: &str| {
-        format!("\\set n random(1, 1000000)\nSELECT chunked_map.chunked_register({map}, {});\n", payload(":n"))
+        format!(
+            "\\set n random(1, 1000000)\nSELECT chunked_map.chunked_register({map}, {});\n",
+            payload(":n")
+        )
     };
     let configs: Vec<(&str, String, &str)> = vec![
         ("plain_insert, 8 clients, 8 maps", plain(eight_maps), ""),
-        ("chunked_register, 8 clients, 8 maps", chunked(eight_maps), ""),
+        (
+            "chunked_register, 8 clients, 8 maps",
+            chunked(eight_maps),
+            "",
+        ),
         ("plain_insert, 8 clients, 1 map", plain("'one'"), ""),
-        ("chunked_register, 8 clients, 1 map, NOWAIT (default), retry on 40001", chunked("'one'"), ""),
+        (
+            "chunked_register, 8 clients, 1 map, NOWAIT (default), retry on 40001",
+            chunked("'one'"),
+            "",
+        ),
         (
             "chunked_register, 8 clients, 1 map, chunked_map.lock_timeout = 50ms",
             chunked("'one'"),
@@ -339,7 +404,11 @@ fn section_b(bench: &mut Bench) -> String {
     let mut results: Vec<Vec<Outcome>> = vec![Vec::new(); configs.len()];
     let seconds = bench.options.seconds;
     for round in 0..bench.options.rounds {
-        eprintln!("contention, round {} of {}", round + 1, bench.options.rounds);
+        eprintln!(
+            "contention, round {} of {}",
+            round + 1,
+            bench.options.rounds
+        );
         for (i, (_, script, options)) in configs.iter().enumerate() {
             let outcome = bench.pgbench(
                 "bench",
@@ -362,13 +431,20 @@ fn section_b(bench: &mut Bench) -> String {
         "### B. Contention (8 clients, synchronous_commit on, pgbench --max-tries=0 retries 40001, {seconds} s × {} rounds, median)\n",
         bench.options.rounds
     );
-    let _ = writeln!(out, "| workload | commits/s | retries per commit | failed transactions |");
+    let _ = writeln!(
+        out,
+        "| workload | commits/s | retries per commit | failed transactions |"
+    );
     let _ = writeln!(out, "|---|---:|---:|---:|");
     let mut commits = Vec::new();
     for ((name, _, _), outcomes) in configs.iter().zip(&results) {
         let tps = median(outcomes.iter().map(|o| o.tps).collect());
-        let retries =
-            median(outcomes.iter().map(|o| o.retries as f64 / (o.transactions.max(1)) as f64).collect());
+        let retries = median(
+            outcomes
+                .iter()
+                .map(|o| o.retries as f64 / (o.transactions.max(1)) as f64)
+                .collect(),
+        );
         let failed: u64 = outcomes.iter().map(|o| o.failed).sum();
         commits.push(tps);
         let _ = writeln!(out, "| {name} | {tps:.0} | {retries:.2} | {failed} |");
@@ -419,7 +495,9 @@ fn section_c(bench: &mut Bench) -> String {
                 },
             );
             let latencies = pgbench::latencies_us(&log_dir);
-            let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)] as f64;
+            let at = |q: f64| {
+                latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)] as f64
+            };
             p50[i].push(at(0.50) / 1000.0);
             p95[i].push(at(0.95) / 1000.0);
         }
@@ -434,7 +512,12 @@ fn section_c(bench: &mut Bench) -> String {
     let _ = writeln!(out, "| read | p50 ms | p95 ms |");
     let _ = writeln!(out, "|---|---:|---:|");
     for (i, (name, _)) in configs.iter().enumerate() {
-        let _ = writeln!(out, "| {name} | {:.3} | {:.3} |", median(p50[i].clone()), median(p95[i].clone()));
+        let _ = writeln!(
+            out,
+            "| {name} | {:.3} | {:.3} |",
+            median(p50[i].clone()),
+            median(p95[i].clone())
+        );
     }
     out
 }
@@ -452,7 +535,10 @@ fn section_d(bench: &mut Bench) -> String {
         .unwrap();
     let wal_lsn = |client: &mut Client| -> i64 {
         client
-            .query_one("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint", &[])
+            .query_one(
+                "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint",
+                &[],
+            )
             .unwrap()
             .get(0)
     };
@@ -491,7 +577,10 @@ fn section_d(bench: &mut Bench) -> String {
             );
             client.batch_execute(&format!("VACUUM {tables}")).unwrap();
         }
-        wal.insert(*name, (wal_lsn(&mut client) - before) as f64 / records as f64);
+        wal.insert(
+            *name,
+            (wal_lsn(&mut client) - before) as f64 / records as f64,
+        );
     }
     client
         .batch_execute(&format!(
@@ -502,26 +591,46 @@ fn section_d(bench: &mut Bench) -> String {
         .unwrap();
     client.batch_execute("VACUUM ANALYZE").unwrap();
     let size = |client: &mut Client, sql: &str| -> f64 {
-        client.query_one(&format!("SELECT ({sql})::float8"), &[]).unwrap().get(0)
+        client
+            .query_one(&format!("SELECT ({sql})::float8"), &[])
+            .unwrap()
+            .get(0)
     };
     let plain = size(&mut client, "pg_total_relation_size('events')");
     let naive = size(&mut client, "pg_total_relation_size('naive')");
-    let archived_heap = size(&mut client, "pg_relation_size('chunked_map.archived_chunk')");
+    let archived_heap = size(
+        &mut client,
+        "pg_relation_size('chunked_map.archived_chunk')",
+    );
     let archived_toast = size(
         &mut client,
         "pg_total_relation_size((SELECT reltoastrelid FROM pg_class WHERE oid = 'chunked_map.archived_chunk'::regclass))",
     );
     let archived_index = size(&mut client, "pg_indexes_size('chunked_map.archived_chunk')");
-    let current = size(&mut client, "pg_total_relation_size('chunked_map.current_record')");
-    let state = size(&mut client, "pg_total_relation_size('chunked_map.map_state')");
+    let current = size(
+        &mut client,
+        "pg_total_relation_size('chunked_map.current_record')",
+    );
+    let state = size(
+        &mut client,
+        "pg_total_relation_size('chunked_map.map_state')",
+    );
     let chunked = archived_heap + archived_toast + archived_index + current + state;
     let per = |bytes: f64| bytes / records as f64;
 
     let mut out = String::new();
     let _ = writeln!(out, "### D. Bytes after {records} appends (table + TOAST + indexes) and WAL per append, a VACUUM after every {} appends included\n", records / SLICES);
-    let _ = writeln!(out, "| variant | bytes/record | × plain_insert | WAL bytes/append | × plain_insert |");
+    let _ = writeln!(
+        out,
+        "| variant | bytes/record | × plain_insert | WAL bytes/append | × plain_insert |"
+    );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|");
-    let _ = writeln!(out, "| plain_insert | {:.1} | 1.00 | {:.0} | 1.00 |", per(plain), wal["plain_insert"]);
+    let _ = writeln!(
+        out,
+        "| plain_insert | {:.1} | 1.00 | {:.0} | 1.00 |",
+        per(plain),
+        wal["plain_insert"]
+    );
     let _ = writeln!(
         out,
         "| chunked_map | {:.1} | {:.2} | {:.0} | {:.2} |",
@@ -530,7 +639,12 @@ fn section_d(bench: &mut Bench) -> String {
         wal["chunked_register"],
         wal["chunked_register"] / wal["plain_insert"]
     );
-    let _ = writeln!(out, "| naive jsonb array (built in one statement) | {:.1} | {:.2} | – | – |", per(naive), naive / plain);
+    let _ = writeln!(
+        out,
+        "| naive jsonb array (built in one statement) | {:.1} | {:.2} | – | – |",
+        per(naive),
+        naive / plain
+    );
     let _ = writeln!(
         out,
         "\nchunked_map bytes/record: archived chunks {:.1} (heap {:.1}, TOAST {:.1}, index {:.1}), current chunk {:.1}, state {:.1}.",
@@ -553,10 +667,17 @@ fn machine() -> String {
         .unwrap_or("unknown")
         .trim()
         .to_string();
-    let cores = cpuinfo.lines().filter(|l| l.starts_with("processor")).count();
+    let cores = cpuinfo
+        .lines()
+        .filter(|l| l.starts_with("processor"))
+        .count();
     let memory = std::fs::read_to_string("/proc/meminfo")
         .ok()
-        .and_then(|m| m.lines().next().map(|l| l.split_whitespace().nth(1).unwrap_or("0").to_string()))
+        .and_then(|m| {
+            m.lines()
+                .next()
+                .map(|l| l.split_whitespace().nth(1).unwrap_or("0").to_string())
+        })
         .and_then(|kb| kb.parse::<f64>().ok())
         .map(|kb| format!("{:.0} GiB", kb / 1024.0 / 1024.0))
         .unwrap_or_default();

@@ -61,7 +61,9 @@ pub fn run(cluster: &Cluster, database: &str, work_dir: &Path, run: &Run<'_>) ->
     }
     if let Some(dir) = &run.log_dir {
         std::fs::create_dir_all(dir).expect("log directory");
-        command.arg("--log").arg(format!("--log-prefix={}", dir.join("latency").display()));
+        command
+            .arg("--log")
+            .arg(format!("--log-prefix={}", dir.join("latency").display()));
     }
     command.arg(database);
     let output = command.output().expect("run pgbench");
@@ -76,16 +78,24 @@ pub fn run(cluster: &Cluster, database: &str, work_dir: &Path, run: &Run<'_>) ->
 }
 
 fn number_after<T: std::str::FromStr>(text: &str, label: &str) -> Option<T> {
-    let line = text.lines().find(|line| line.trim_start().starts_with(label))?;
+    let line = text
+        .lines()
+        .find(|line| line.trim_start().starts_with(label))?;
     let rest = line.trim_start()[label.len()..].trim_start_matches([':', '=', ' ']);
     // "20000/20000" when a transaction count was given
-    rest.split_whitespace().next()?.split('/').next()?.parse().ok()
+    rest.split_whitespace()
+        .next()?
+        .split('/')
+        .next()?
+        .parse()
+        .ok()
 }
 
 pub fn parse(stdout: &str) -> Outcome {
     Outcome {
         tps: number_after(stdout, "tps").unwrap_or(0.0),
-        transactions: number_after(stdout, "number of transactions actually processed").unwrap_or(0),
+        transactions: number_after(stdout, "number of transactions actually processed")
+            .unwrap_or(0),
         failed: number_after(stdout, "number of failed transactions").unwrap_or(0),
         retries: number_after(stdout, "total number of retries").unwrap_or(0),
     }
@@ -97,7 +107,10 @@ pub fn latencies_us(dir: &Path) -> Vec<u64> {
     for entry in std::fs::read_dir(dir).expect("log directory") {
         let text = std::fs::read_to_string(entry.expect("log file").path()).expect("read log");
         // client_id transaction_no time script_no time_epoch time_us
-        latencies.extend(text.lines().filter_map(|line| line.split_whitespace().nth(2)?.parse::<u64>().ok()));
+        latencies.extend(
+            text.lines()
+                .filter_map(|line| line.split_whitespace().nth(2)?.parse::<u64>().ok()),
+        );
     }
     latencies.sort_unstable();
     latencies

@@ -1,0 +1,158 @@
+//! The client examples (examples/clients) run against a throw-away cluster: each starts a map,
+//! appends through its retry loop while another transaction holds the map for a moment (so the
+//! loop really meets 40001), and pages back to the oldest chunk. Their packages come from PyPI
+//! and npm, installed here (once, cached under target/).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use chunked_map_cluster_tests::{repo_root, Cluster};
+use serde_json::Value;
+
+const MAP: &str = "subscribers";
+const COUNT: i64 = 10;
+const CHUNK_SIZE: i64 = 3;
+
+fn run(command: &mut Command) -> Output {
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("{command:?}: {e}"));
+    assert!(
+        output.status.success(),
+        "{command:?} failed:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+fn cache_dir(name: &str) -> PathBuf {
+    repo_root().join("target/client-examples").join(name)
+}
+
+/// Runs a client against a fresh database while a transaction holds the map's append lock for
+/// the client's first 300 ms, then checks what it appended and read back.
+fn check_client(client: impl FnOnce(&str) -> Command) {
+    let cluster = Cluster::start();
+    let mut holder = cluster.database("clients");
+    holder
+        .batch_execute(&format!(
+            "SELECT chunked_map.chunked_start('{MAP}', {CHUNK_SIZE});
+             BEGIN;
+             SELECT chunked_map.chunked_register('{MAP}', '{{\"held\": true}}');"
+        ))
+        .unwrap();
+    let mut command = client(&cluster.url("clients"));
+    command.args([MAP, &COUNT.to_string(), &CHUNK_SIZE.to_string()]);
+    let child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start client");
+    std::thread::sleep(Duration::from_millis(300));
+    holder.batch_execute("COMMIT").unwrap();
+    let output = child.wait_with_output().expect("client");
+    assert!(
+        output.status.success(),
+        "client failed:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).expect("client prints JSON");
+    eprintln!("client retries: {}", report["retries"]);
+
+    // the held append is 1; the client's appends follow, contiguous
+    let appended: Vec<i64> = report["appended"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_i64().unwrap())
+        .collect();
+    assert_eq!(appended, (2..=COUNT + 1).collect::<Vec<_>>());
+    assert!(
+        report["retries"].as_i64().unwrap() >= 1,
+        "the retry loop met the held lock"
+    );
+    let records = report["records"].as_array().unwrap();
+    let seqs: Vec<i64> = records.iter().map(|r| r["seq"].as_i64().unwrap()).collect();
+    assert_eq!(
+        seqs,
+        (1..=COUNT + 1).rev().collect::<Vec<_>>(),
+        "every record once, newest first"
+    );
+    for record in records {
+        let seq = record["seq"].as_i64().unwrap();
+        let expected = if seq == 1 {
+            serde_json::json!({"held": true})
+        } else {
+            let n = seq - 1;
+            serde_json::json!({"email": format!("user{n}@example.com"), "n": n})
+        };
+        assert_eq!(record["payload"], expected);
+    }
+    let pages: Vec<&str> = report["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        pages,
+        [
+            "current",
+            "00000000000000000010",
+            "00000000000000000007",
+            "00000000000000000004",
+            "00000000000000000001"
+        ]
+    );
+}
+
+#[test]
+fn the_python_client_appends_with_retries_and_pages_to_the_oldest_chunk() {
+    let example = repo_root().join("examples/clients/python");
+    let venv = cache_dir("python-venv");
+    let python = venv.join("bin/python");
+    if !python.exists() {
+        run(Command::new("python3").arg("-m").arg("venv").arg(&venv));
+    }
+    run(Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-r",
+        ])
+        .arg(example.join("requirements.txt")));
+    check_client(|url| {
+        let mut command = Command::new(&python);
+        command
+            .arg(example.join("subscribers.py"))
+            .env("DATABASE_URL", url);
+        command
+    });
+}
+
+#[test]
+fn the_typescript_client_appends_with_retries_and_pages_to_the_oldest_chunk() {
+    let example = repo_root().join("examples/clients/typescript");
+    let npm = |args: &[&str], dir: &Path| {
+        run(Command::new("npm")
+            .args(args)
+            .arg("--no-audit")
+            .arg("--no-fund")
+            .current_dir(dir));
+    };
+    npm(&["ci", "--silent"], &example);
+    npm(&["run", "--silent", "build"], &example);
+    check_client(|url| {
+        let mut command = Command::new("node");
+        command
+            .arg(example.join("dist/subscribers.js"))
+            .env("DATABASE_URL", url);
+        command
+    });
+}
