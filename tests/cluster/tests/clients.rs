@@ -31,18 +31,26 @@ fn cache_dir(name: &str) -> PathBuf {
     repo_root().join("target/client-examples").join(name)
 }
 
-/// Runs a client against a fresh database while a transaction holds the map's append lock for
-/// the client's first 300 ms, then checks what it appended and read back.
+/// Runs a client against a fresh database while a transaction holds the map's append lock until
+/// the client has been connected for 300 ms (so its first append meets 40001), then checks what
+/// it appended and read back.
 fn check_client(client: impl FnOnce(&str) -> Command) {
     let cluster = Cluster::start();
     let mut holder = cluster.database("clients");
     holder
         .batch_execute(&format!(
-            "SELECT chunked_map.chunked_start('{MAP}', {CHUNK_SIZE});
-             BEGIN;
-             SELECT chunked_map.chunked_register('{MAP}', '{{\"held\": true}}');"
+            "SELECT chunked_map.chunked_start('{MAP}', {CHUNK_SIZE})"
         ))
         .unwrap();
+    holder
+        .batch_execute(&format!(
+            "BEGIN; SELECT chunked_map.chunked_register('{MAP}', '{{\"held\": true}}')"
+        ))
+        .unwrap();
+    let holder_pid: i32 = holder
+        .query_one("SELECT pg_backend_pid()", &[])
+        .unwrap()
+        .get(0);
     let mut command = client(&cluster.url("clients"));
     command.args([MAP, &COUNT.to_string(), &CHUNK_SIZE.to_string()]);
     let child = command
@@ -50,6 +58,26 @@ fn check_client(client: impl FnOnce(&str) -> Command) {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("start client");
+    let mut observer = cluster.connect("postgres");
+    let began = std::time::Instant::now();
+    loop {
+        let connected: i64 = observer
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = 'clients' AND backend_type = 'client backend'
+                 AND pid <> $1",
+                &[&holder_pid],
+            )
+            .unwrap()
+            .get(0);
+        if connected > 0 {
+            break;
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(30),
+            "the client never connected"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     std::thread::sleep(Duration::from_millis(300));
     holder.batch_execute("COMMIT").unwrap();
     let output = child.wait_with_output().expect("client");
