@@ -127,9 +127,9 @@ fn check_client(client: impl FnOnce(&str) -> Command) {
         .collect();
     assert_eq!(
         pages,
+        // 11 records in chunks of 3: 1..3, 4..6, 7..9 archived, 10..11 current
         [
             "current",
-            "00000000000000000010",
             "00000000000000000007",
             "00000000000000000004",
             "00000000000000000001"
