@@ -1,7 +1,9 @@
 -- chunked_map demo: a map of subscribers, appended across rollovers, paged back by token.
 \pset footer off
 \set QUIET on
+SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS chunked_map CASCADE;
+RESET client_min_messages;
 CREATE EXTENSION chunked_map;
 \set QUIET off
 \echo
