@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys::{self, PgOid};
 use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiResult, SpiTupleTable};
-use pgrx::IntoDatum;
+use pgrx::{FromDatum, IntoDatum};
 
 use crate::error::OrRaise;
 use crate::jsonb::{Jsonb, JsonbArray};
@@ -26,9 +26,10 @@ use crate::jsonb::{Jsonb, JsonbArray};
 struct Statement {
     sql: &'static str,
     params: &'static [pg_sys::Oid],
-    /// Reads run with SPI's read-only flag while the transaction has written nothing, so they
-    /// use the caller's snapshot (what a STABLE function must do).
-    writes: bool,
+    /// Read-only statements run on the caller's snapshot (what a STABLE function must do). The
+    /// others take a new snapshot each (SPI's read_only = false), which an append needs: its
+    /// reads after taking the map's lock must see what the lock's previous holder committed.
+    read_only: bool,
 }
 
 const TEXT: pg_sys::Oid = pg_sys::TEXTOID;
@@ -57,10 +58,10 @@ fn run<'conn>(
                 .iter()
                 .map(|oid| PgOid::from(*oid))
                 .collect();
-            let plan = if statement.writes {
-                client.prepare_mut(statement.sql, &types)?
-            } else {
+            let plan = if statement.read_only {
                 client.prepare(statement.sql, &types)?
+            } else {
+                client.prepare_mut(statement.sql, &types)?
             };
             let plan = plan.keep();
             prepared.insert(key, plan);
@@ -68,6 +69,15 @@ fn run<'conn>(
         let plan = &prepared[&key];
         client.select(plan, None, args)
     })
+}
+
+/// The first column of the first row, `None` when there is no row.
+fn first_value<T: IntoDatum + FromDatum>(rows: SpiTupleTable<'_>) -> Option<T> {
+    if rows.is_empty() {
+        None
+    } else {
+        rows.first().get_one::<T>().or_raise()
+    }
 }
 
 fn arg<T: IntoDatum>(value: T) -> DatumWithOid<'static> {
@@ -101,7 +111,7 @@ const START: Statement = Statement {
           ON CONFLICT (map) DO NOTHING
           RETURNING true",
     params: &[TEXT, INT4],
-    writes: true,
+    read_only: false,
 };
 
 /// Creates the map's state row; `false` when the map already existed.
@@ -112,59 +122,30 @@ pub fn start(client: &SpiClient<'_>, map: &str, chunk_size: i32) -> bool {
         == 1
 }
 
-/// The append's fast path, one statement: take the map's lock (`FOR UPDATE NOWAIT`, which
-/// raises 55P03 at once if another transaction holds it) and add the record to the current chunk
-/// if it has room. No row back means the map does not exist or its current chunk is full; the
-/// caller then takes the slow path. The next sequence is one past the newest record of the
-/// current chunk (an index probe bounded below by the chunk's first sequence, so dead entries of
-/// archived chunks are never visited). If this statement's snapshot predates an append that
-/// committed just before the lock was granted, the sequence it computes is taken already and the
-/// insert fails with a unique violation, which the caller reports as the conflict it is. (That
-/// is why an append that may wait for the lock takes it in a statement of its own instead.)
-const LOCK_AND_APPEND: Statement = Statement {
-    sql: "WITH state AS (
-              SELECT s.current_first_seq AS first_seq, s.current_chunk_size AS chunk_size
-              FROM chunked_map.map_state AS s
-              WHERE s.map = $1
-              FOR UPDATE NOWAIT
-          ), next AS MATERIALIZED (
-              SELECT state.first_seq, state.chunk_size,
-                     coalesce((SELECT c.seq FROM chunked_map.current_record AS c
-                               WHERE c.map = $1 AND c.seq >= state.first_seq
-                               ORDER BY c.seq DESC
-                               LIMIT 1) + 1,
-                              state.first_seq) AS seq
-              FROM state
-          )
-          INSERT INTO chunked_map.current_record (map, seq, payload)
-          SELECT $1, next.seq, $2
-          FROM next
-          WHERE next.seq < next.first_seq + next.chunk_size
-          RETURNING seq",
-    params: &[TEXT, JSONB],
-    writes: true,
-};
-
-/// Locks the map and appends `payload` to its current chunk; `None` when the map does not
-/// exist or the chunk is full.
-pub fn lock_and_append(client: &SpiClient<'_>, map: &str, payload: Jsonb) -> Option<i64> {
-    let rows = run(client, &LOCK_AND_APPEND, &[arg(map), arg(payload)]).or_raise();
-    if rows.is_empty() {
-        None
-    } else {
-        rows.first().get_one::<i64>().or_raise()
-    }
-}
-
-/// `FOR UPDATE NOWAIT`: the append lock. Never waits; a held lock raises 55P03, which the
-/// caller turns into 40001.
+/// The append lock, `FOR UPDATE NOWAIT`: never waits; a held lock raises 55P03, which the
+/// caller reports as 40001. The same statement finds the newest record of the current chunk: an
+/// index probe bounded below by `$2`, a hint (the sequence this backend appended last), and only
+/// if that finds nothing, by the chunk's first sequence. A backward index scan reads every
+/// matching entry of its leaf page, so the hint keeps the common probe to one entry; a stale hint
+/// costs the second probe, never a wrong answer (an entry at or above the hint is the newest).
+/// The probe reads with the statement's snapshot, taken before the lock was granted: if an
+/// append committed in between, the sequence derived from it is taken already and the insert
+/// fails with a unique violation, which the caller reports as the conflict it is. (A lock that
+/// may be waited for is taken by [`LOCK_STATE_WAIT`], and the probe made after it.)
 const LOCK_STATE_NOWAIT: Statement = Statement {
-    sql: "SELECT s.chunk_size, s.current_first_seq, s.current_chunk_size, s.newest_archived_token
+    sql: "SELECT s.chunk_size, s.current_first_seq, s.current_chunk_size, s.newest_archived_token,
+                 coalesce(
+                     (SELECT c.seq FROM chunked_map.current_record AS c
+                      WHERE c.map = $1 AND c.seq >= greatest(s.current_first_seq, $2)
+                      ORDER BY c.seq DESC LIMIT 1),
+                     (SELECT c.seq FROM chunked_map.current_record AS c
+                      WHERE c.map = $1 AND c.seq >= s.current_first_seq
+                      ORDER BY c.seq DESC LIMIT 1))
           FROM chunked_map.map_state AS s
           WHERE s.map = $1
           FOR UPDATE NOWAIT",
-    params: &[TEXT],
-    writes: true,
+    params: &[TEXT, INT8],
+    read_only: false,
 };
 
 /// The same lock, waiting up to the statement's `lock_timeout` (`chunked_map.lock_timeout`).
@@ -174,80 +155,66 @@ const LOCK_STATE_WAIT: Statement = Statement {
           WHERE s.map = $1
           FOR UPDATE",
     params: &[TEXT],
-    writes: true,
+    read_only: false,
 };
 
-/// Locks the map's state row, `None` when the map was never started.
-pub fn lock_state(client: &SpiClient<'_>, map: &str, wait: bool) -> Option<MapState> {
-    let statement = if wait {
-        &LOCK_STATE_WAIT
-    } else {
-        &LOCK_STATE_NOWAIT
-    };
-    let rows = run(client, statement, &[arg(map)]).or_raise();
-    if rows.is_empty() {
-        return None;
-    }
-    let row = rows.first();
-    Some(MapState {
+fn map_state(row: &SpiTupleTable<'_>) -> MapState {
+    MapState {
         chunk_size: row.get::<i32>(1).or_raise().unwrap_or_default(),
         current_first_seq: row.get::<i64>(2).or_raise().unwrap_or_default(),
         current_chunk_size: row.get::<i32>(3).or_raise().unwrap_or_default(),
         newest_archived_token: row.get::<String>(4).or_raise(),
-    })
+    }
 }
 
-/// Next sequence of the map: one past the newest record of the current chunk. An index probe
-/// bounded below by the chunk's first sequence, so dead entries of archived chunks are skipped.
+/// Takes the map's lock without waiting; `None` when the map was never started. Returns its
+/// state and the next sequence (see [`LOCK_STATE_NOWAIT`] for what `hint` is).
+pub fn lock_state_nowait(client: &SpiClient<'_>, map: &str, hint: i64) -> Option<(MapState, i64)> {
+    let rows = run(client, &LOCK_STATE_NOWAIT, &[arg(map), arg(hint)]).or_raise();
+    if rows.is_empty() {
+        return None;
+    }
+    let row = rows.first();
+    let state = map_state(&row);
+    let next = match row.get::<i64>(5).or_raise() {
+        Some(newest) => newest + 1,
+        None => state.current_first_seq,
+    };
+    Some((state, next))
+}
+
+/// Takes the map's lock, waiting up to `lock_timeout`; `None` when the map was never started.
+pub fn lock_state_wait(client: &SpiClient<'_>, map: &str) -> Option<MapState> {
+    let rows = run(client, &LOCK_STATE_WAIT, &[arg(map)]).or_raise();
+    (!rows.is_empty()).then(|| map_state(&rows.first()))
+}
+
+/// Next sequence of the map: one past the newest record of the current chunk, read with a fresh
+/// snapshot by a caller that holds the map's lock. An index probe bounded below by the chunk's
+/// first sequence, so dead entries of archived chunks are never visited.
 const NEXT_SEQ: Statement = Statement {
     sql: "SELECT coalesce(max(c.seq) + 1, $2)
           FROM chunked_map.current_record AS c
           WHERE c.map = $1 AND c.seq >= $2",
     params: &[TEXT, INT8],
-    writes: true,
+    read_only: false,
 };
 
 pub fn next_seq(client: &SpiClient<'_>, map: &str, state: &MapState) -> i64 {
-    run(client, &NEXT_SEQ, &[arg(map), arg(state.current_first_seq)])
-        .or_raise()
-        .first()
-        .get_one::<i64>()
-        .or_raise()
+    first_value(run(client, &NEXT_SEQ, &[arg(map), arg(state.current_first_seq)]).or_raise())
         .unwrap_or(state.current_first_seq)
 }
 
-/// Appends one record to the current chunk if it has room; no row when it is full.
-const APPEND_TO_CURRENT: Statement = Statement {
-    sql: "INSERT INTO chunked_map.current_record (map, seq, payload)
-          SELECT $1, n.seq, $4
-          FROM (SELECT coalesce(max(c.seq) + 1, $2) AS seq
-                FROM chunked_map.current_record AS c
-                WHERE c.map = $1 AND c.seq >= $2) AS n
-          WHERE n.seq < $2 + $3
-          RETURNING seq",
-    params: &[TEXT, INT8, INT4, JSONB],
-    writes: true,
+/// Adds one record to the current chunk; the caller holds the map's lock and knows the
+/// sequence is next and fits.
+const INSERT_RECORD: Statement = Statement {
+    sql: "INSERT INTO chunked_map.current_record (map, seq, payload) VALUES ($1, $2, $3)",
+    params: &[TEXT, INT8, JSONB],
+    read_only: false,
 };
 
-/// Appends `payload` to the current chunk; `None` when the chunk is full.
-pub fn append_to_current(
-    client: &SpiClient<'_>,
-    map: &str,
-    state: &MapState,
-    payload: Jsonb,
-) -> Option<i64> {
-    let args = [
-        arg(map),
-        arg(state.current_first_seq),
-        arg(state.current_chunk_size),
-        arg(payload),
-    ];
-    let rows = run(client, &APPEND_TO_CURRENT, &args).or_raise();
-    if rows.is_empty() {
-        None
-    } else {
-        rows.first().get_one::<i64>().or_raise()
-    }
+pub fn insert_record(client: &SpiClient<'_>, map: &str, seq: i64, payload: Jsonb) {
+    run(client, &INSERT_RECORD, &[arg(map), arg(seq), arg(payload)]).or_raise();
 }
 
 /// Appends `payloads[from..=to]` (1-based) to the current chunk in one statement, starting at
@@ -258,7 +225,7 @@ const APPEND_MANY_TO_CURRENT: Statement = Statement {
           FROM unnest($3) WITH ORDINALITY AS u(payload, n)
           WHERE u.n BETWEEN $4 AND $5",
     params: &[TEXT, INT8, JSONB_ARRAY, INT8, INT8],
-    writes: true,
+    read_only: false,
 };
 
 pub fn append_many_to_current(
@@ -276,17 +243,20 @@ pub fn append_many_to_current(
 /// Archives the full current chunk and starts the next one, in one statement: the payloads
 /// become one immutable row (copied as they are, oldest first), the current chunk's rows go,
 /// and the state points at the new chunk. All of it is part of the caller's
-/// transaction. Data-modifying CTEs run once each, with the same snapshot.
+/// transaction. Data-modifying CTEs run once each, with the same snapshot. Ranges over the
+/// current chunk are bounded on both sides: with an open upper bound a generic plan may guess a
+/// third of the table matches and scan all of it (every map's current records and the dead
+/// rows of earlier chunks); a closed range is estimated small and always probes the index.
 const ROLL_OVER: Statement = Statement {
     sql: "WITH archived AS (
               INSERT INTO chunked_map.archived_chunk (map, first_seq, chunk_size, prev_token, payloads)
               SELECT $1, $2, $3, $4, array_agg(c.payload ORDER BY c.seq)
               FROM chunked_map.current_record AS c
-              WHERE c.map = $1 AND c.seq >= $2
+              WHERE c.map = $1 AND c.seq >= $2 AND c.seq < $2 + $3
               RETURNING first_seq
           ), cleared AS (
               DELETE FROM chunked_map.current_record AS c
-              WHERE c.map = $1 AND c.seq >= $2
+              WHERE c.map = $1 AND c.seq >= $2 AND c.seq < $2 + $3
               RETURNING c.seq
           )
           UPDATE chunked_map.map_state AS s
@@ -297,7 +267,7 @@ const ROLL_OVER: Statement = Statement {
           WHERE s.map = $1
           RETURNING s.current_first_seq, s.current_chunk_size",
     params: &[TEXT, INT8, INT4, TEXT, TEXT],
-    writes: true,
+    read_only: false,
 };
 
 /// Archives the current chunk under `token`; returns the state of the new current chunk.
@@ -326,7 +296,7 @@ const SET_CHUNK_SIZE: Statement = Statement {
               current_chunk_size = CASE WHEN $3 THEN $2 ELSE s.current_chunk_size END
           WHERE s.map = $1",
     params: &[TEXT, INT4, pg_sys::BOOLOID],
-    writes: true,
+    read_only: false,
 };
 
 pub fn set_chunk_size(client: &SpiClient<'_>, map: &str, chunk_size: i32, current_is_empty: bool) {
@@ -347,23 +317,19 @@ const CURRENT_PAGE: Statement = Statement {
                  'records', coalesce(
                      (SELECT jsonb_agg(jsonb_build_object('seq', c.seq, 'payload', c.payload) ORDER BY c.seq DESC)
                       FROM chunked_map.current_record AS c
-                      WHERE c.map = s.map AND c.seq >= s.current_first_seq),
+                      WHERE c.map = s.map AND c.seq >= s.current_first_seq
+                        AND c.seq < s.current_first_seq + s.current_chunk_size),
                      '[]'::jsonb),
                  'next_page_token', s.newest_archived_token)
           FROM chunked_map.map_state AS s
           WHERE s.map = $1",
     params: &[TEXT],
-    writes: false,
+    read_only: true,
 };
 
 /// The current page, `None` when the map was never started.
 pub fn current_page(client: &SpiClient<'_>, map: &str) -> Option<Jsonb> {
-    let rows = run(client, &CURRENT_PAGE, &[arg(map)]).or_raise();
-    if rows.is_empty() {
-        None
-    } else {
-        rows.first().get_one::<Jsonb>().or_raise()
-    }
+    first_value(run(client, &CURRENT_PAGE, &[arg(map)]).or_raise())
 }
 
 /// An archived page: a function of the stored row alone, hence byte-identical on every read.
@@ -378,7 +344,7 @@ const ARCHIVED_PAGE: Statement = Statement {
           FROM chunked_map.archived_chunk AS a
           WHERE a.map = $1 AND a.first_seq = $2",
     params: &[TEXT, INT8, TEXT],
-    writes: false,
+    read_only: true,
 };
 
 /// The archived page whose first sequence is `first_seq`, `None` when there is none.
@@ -388,23 +354,14 @@ pub fn archived_page(
     first_seq: i64,
     token: &str,
 ) -> Option<Jsonb> {
-    let rows = run(
-        client,
-        &ARCHIVED_PAGE,
-        &[arg(map), arg(first_seq), arg(token)],
-    )
-    .or_raise();
-    if rows.is_empty() {
-        None
-    } else {
-        rows.first().get_one::<Jsonb>().or_raise()
-    }
+    let args = [arg(map), arg(first_seq), arg(token)];
+    first_value(run(client, &ARCHIVED_PAGE, &args).or_raise())
 }
 
 const MAP_EXISTS: Statement = Statement {
     sql: "SELECT 1 FROM chunked_map.map_state AS s WHERE s.map = $1",
     params: &[TEXT],
-    writes: false,
+    read_only: true,
 };
 
 pub fn map_exists(client: &SpiClient<'_>, map: &str) -> bool {
@@ -421,7 +378,7 @@ const DROP_MAP: Statement = Statement {
           )
           DELETE FROM chunked_map.map_state AS s WHERE s.map = $1",
     params: &[TEXT],
-    writes: true,
+    read_only: false,
 };
 
 pub fn drop_map(client: &SpiClient<'_>, map: &str) {
@@ -445,17 +402,12 @@ const INFO: Statement = Statement {
               WHERE c.map = s.map AND c.seq >= s.current_first_seq) AS n
           WHERE s.map = $1",
     params: &[TEXT],
-    writes: false,
+    read_only: true,
 };
 
 /// `chunked_info` of the map, `None` when it was never started.
 pub fn info(client: &SpiClient<'_>, map: &str) -> Option<Jsonb> {
-    let rows = run(client, &INFO, &[arg(map)]).or_raise();
-    if rows.is_empty() {
-        None
-    } else {
-        rows.first().get_one::<Jsonb>().or_raise()
-    }
+    first_value(run(client, &INFO, &[arg(map)]).or_raise())
 }
 
 /// One record by sequence: from the current chunk, or from the archived chunk with the greatest
@@ -476,7 +428,7 @@ const GET_RECORD: Statement = Statement {
           FROM chunked_map.map_state AS s
           WHERE s.map = $1",
     params: &[TEXT, INT8],
-    writes: false,
+    read_only: true,
 };
 
 /// `Some(None)` when the map exists but has no record `seq`; `None` when the map does not exist.
@@ -527,7 +479,7 @@ const STORED_STATE: Statement = Statement {
           FROM chunked_map.map_state AS s
           WHERE s.map = $1",
     params: &[TEXT],
-    writes: false,
+    read_only: true,
 };
 
 const STORED_CHUNKS: Statement = Statement {
@@ -540,7 +492,7 @@ const STORED_CHUNKS: Statement = Statement {
           WHERE a.map = $1
           ORDER BY a.first_seq",
     params: &[TEXT],
-    writes: false,
+    read_only: true,
 };
 
 const STORED_CURRENT: Statement = Statement {
@@ -548,7 +500,7 @@ const STORED_CURRENT: Statement = Statement {
           FROM chunked_map.current_record AS c
           WHERE c.map = $1",
     params: &[TEXT],
-    writes: false,
+    read_only: true,
 };
 
 pub fn stored_map(client: &SpiClient<'_>, map: &str) -> StoredMap {

@@ -1,0 +1,113 @@
+//! SPEC.md, Chunks and tokens: an append reads and writes a bounded amount of data (at most one
+//! chunk plus the state row) however many records the map holds, and a page read touches only
+//! the chunk it names and the state row. Checked with PostgreSQL's own per-table counters on a
+//! map of many chunks among many maps.
+
+use chunked_map_cluster_tests::{Client, Cluster};
+
+/// Per storage table: (sequential scans, index scans, tuples read by sequential scans).
+fn table_access(client: &mut Client) -> Vec<(String, i64, i64, i64)> {
+    client
+        .batch_execute("SELECT pg_stat_force_next_flush()")
+        .unwrap();
+    client
+        .query(
+            "SELECT relname::text, coalesce(seq_scan, 0), coalesce(idx_scan, 0), coalesce(seq_tup_read, 0)
+             FROM pg_stat_user_tables WHERE schemaname = 'chunked_map' ORDER BY relname",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2), row.get(3)))
+        .collect()
+}
+
+fn delta(
+    before: &[(String, i64, i64, i64)],
+    after: &[(String, i64, i64, i64)],
+    table: &str,
+) -> (i64, i64, i64) {
+    let find = |rows: &[(String, i64, i64, i64)]| {
+        rows.iter()
+            .find(|r| r.0 == table)
+            .map(|r| (r.1, r.2, r.3))
+            .unwrap_or_default()
+    };
+    let (b, a) = (find(before), find(after));
+    (a.0 - b.0, a.1 - b.1, a.2 - b.2)
+}
+
+#[test]
+fn appends_never_read_history_and_a_page_read_touches_one_chunk() {
+    let cluster = Cluster::start();
+    let mut client = cluster.database("bounded");
+    // 2,000 maps, and one of 20,000 records (200 archived chunks)
+    client
+        .batch_execute(
+            "SELECT chunked_map.chunked_start('other' || n) FROM generate_series(1, 2000) AS n;
+             SELECT chunked_map.chunked_start('big');
+             SELECT count(*) FROM chunked_map.chunked_register_many('big',
+                 ARRAY(SELECT jsonb_build_object('n', n) FROM generate_series(1, 20000) AS n));",
+        )
+        .unwrap();
+    client
+        .batch_execute(
+            "ANALYZE chunked_map.map_state, chunked_map.current_record, chunked_map.archived_chunk",
+        )
+        .unwrap();
+
+    // 250 single appends (two rollovers among them), each its own transaction
+    let before = table_access(&mut client);
+    for _ in 0..250 {
+        client
+            .execute("SELECT chunked_map.chunked_register('big', '{}')", &[])
+            .unwrap();
+    }
+    let after = table_access(&mut client);
+    let (seq_scans, index_scans, _) = delta(&before, &after, "archived_chunk");
+    assert_eq!(
+        (seq_scans, index_scans),
+        (0, 0),
+        "appends never read archived chunks"
+    );
+    let (seq_scans, _, _) = delta(&before, &after, "current_record");
+    assert_eq!(
+        seq_scans, 0,
+        "the current chunk is reached through its index"
+    );
+    let (seq_scans, _, _) = delta(&before, &after, "map_state");
+    assert_eq!(seq_scans, 0, "the state row is reached through its index");
+
+    // an archived page: one index probe of archived_chunk, nothing else of the map's history
+    let before = table_access(&mut client);
+    client
+        .execute(
+            "SELECT chunked_map.chunked_page('big', '00000000000000010001')",
+            &[],
+        )
+        .unwrap();
+    let after = table_access(&mut client);
+    assert_eq!(delta(&before, &after, "archived_chunk"), (0, 1, 0));
+    assert_eq!(delta(&before, &after, "current_record"), (0, 0, 0));
+    let (seq_scans, _, _) = delta(&before, &after, "map_state");
+    assert_eq!(seq_scans, 0);
+
+    // the current page: the state row and the current chunk, no archived chunk
+    let before = table_access(&mut client);
+    client
+        .execute("SELECT chunked_map.chunked_page('big')", &[])
+        .unwrap();
+    let after = table_access(&mut client);
+    assert_eq!(delta(&before, &after, "archived_chunk"), (0, 0, 0));
+    let (seq_scans, index_scans, _) = delta(&before, &after, "current_record");
+    assert_eq!((seq_scans, index_scans), (0, 1));
+    assert_eq!(delta(&before, &after, "map_state"), (0, 1, 0));
+
+    // a record by sequence: one probe of the archived chunks' primary key
+    let before = table_access(&mut client);
+    client
+        .execute("SELECT chunked_map.chunked_get('big', 12345)", &[])
+        .unwrap();
+    let after = table_access(&mut client);
+    assert_eq!(delta(&before, &after, "archived_chunk"), (0, 1, 0));
+}
