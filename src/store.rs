@@ -12,6 +12,7 @@
 //! - `archived_chunk`: one immutable row per full chunk, its payloads as one `jsonb[]`.
 
 use std::cell::RefCell;
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use pgrx::datum::DatumWithOid;
@@ -51,23 +52,23 @@ fn run<'conn>(
 ) -> SpiResult<SpiTupleTable<'conn>> {
     PREPARED.with(|prepared| {
         let mut prepared = prepared.borrow_mut();
-        let key = statement.sql.as_ptr() as usize;
-        if !prepared.contains_key(&key) {
-            let types: Vec<PgOid> = statement
-                .params
-                .iter()
-                .map(|oid| PgOid::from(*oid))
-                .collect();
-            let plan = if statement.read_only {
-                client.prepare(statement.sql, &types)?
-            } else {
-                client.prepare_mut(statement.sql, &types)?
-            };
-            let plan = plan.keep();
-            prepared.insert(key, plan);
-        }
-        let plan = &prepared[&key];
-        client.select(plan, None, args)
+        let plan = match prepared.entry(statement.sql.as_ptr() as usize) {
+            Entry::Occupied(kept) => kept.into_mut(),
+            Entry::Vacant(slot) => {
+                let types: Vec<PgOid> = statement
+                    .params
+                    .iter()
+                    .map(|oid| PgOid::from(*oid))
+                    .collect();
+                let plan = if statement.read_only {
+                    client.prepare(statement.sql, &types)?
+                } else {
+                    client.prepare_mut(statement.sql, &types)?
+                };
+                slot.insert(plan.keep())
+            }
+        };
+        client.select(&*plan, None, args)
     })
 }
 
