@@ -124,24 +124,19 @@ pub fn start(client: &SpiClient<'_>, map: &str, chunk_size: i32) -> bool {
 }
 
 /// The append lock, `FOR UPDATE NOWAIT`: never waits; a held lock raises 55P03, which the
-/// caller reports as 40001. The same statement finds the newest record of the current chunk: an
-/// index probe bounded below by `$2`, a hint (the sequence this backend appended last), and only
-/// if that finds nothing, by the chunk's first sequence. A backward index scan reads every
-/// matching entry of its leaf page, so the hint keeps the common probe to one entry; a stale hint
-/// costs the second probe, never a wrong answer (an entry at or above the hint is the newest).
-/// The probe reads with the statement's snapshot, taken before the lock was granted: if an
-/// append committed in between, the sequence derived from it is taken already and the insert
-/// fails with a unique violation, which the caller reports as the conflict it is. (A lock that
-/// may be waited for is taken by [`LOCK_STATE_WAIT`], and the probe made after it.)
+/// caller reports as 40001. The same statement looks for the newest record of the current
+/// chunk at or above `$2`, a hint (the sequence this backend appended last): a backward index
+/// scan reads every matching entry of its leaf page, and the hint keeps that to one entry. The
+/// probe reads with the statement's snapshot, taken before the lock was granted: if an append
+/// committed in between, the sequence derived from it is taken already and the insert fails
+/// with a unique violation, which the caller reports as the conflict it is. (A lock that may be
+/// waited for is taken by [`LOCK_STATE_WAIT`], and the probe made after it.)
 const LOCK_STATE_NOWAIT: Statement = Statement {
     sql: "SELECT s.chunk_size, s.current_first_seq, s.current_chunk_size, s.newest_archived_token,
-                 coalesce(
-                     (SELECT c.seq FROM chunked_map.current_record AS c
-                      WHERE c.map = $1 AND c.seq >= greatest(s.current_first_seq, $2)
-                      ORDER BY c.seq DESC LIMIT 1),
-                     (SELECT c.seq FROM chunked_map.current_record AS c
-                      WHERE c.map = $1 AND c.seq >= s.current_first_seq
-                      ORDER BY c.seq DESC LIMIT 1))
+                 (SELECT c.seq FROM chunked_map.current_record AS c
+                  WHERE c.map = $1 AND c.seq >= greatest(s.current_first_seq, $2)
+                    AND c.seq < s.current_first_seq + s.current_chunk_size
+                  ORDER BY c.seq DESC LIMIT 1)
           FROM chunked_map.map_state AS s
           WHERE s.map = $1
           FOR UPDATE NOWAIT",
@@ -178,7 +173,11 @@ pub fn lock_state_nowait(client: &SpiClient<'_>, map: &str, hint: i64) -> Option
     let row = rows.first();
     let state = map_state(&row);
     let next = match row.get::<i64>(5).or_raise() {
+        // an entry at or above the hint is the newest of the chunk
         Some(newest) => newest + 1,
+        // nothing at or above the hint: an empty chunk, or a hint above the newest record (its
+        // append rolled back), which only a probe from the chunk's start can tell apart
+        None if hint > state.current_first_seq => next_seq(client, map, &state),
         None => state.current_first_seq,
     };
     Some((state, next))
