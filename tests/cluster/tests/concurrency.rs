@@ -499,17 +499,23 @@ fn eight_optimistic_writers_each_append_once_per_turn_without_duplicates() {
     assert_eq!(unique.len(), payloads.len(), "no payload appended twice");
 }
 
-#[test]
-fn with_a_lock_timeout_an_append_waits_for_the_holder_to_commit() {
-    let (setup, mut holder) = Setup::new("lock_timeout_wait");
+/// Map "subs" held by an open transaction that appended seq 1, and a second session with
+/// `chunked_map.lock_timeout` set.
+fn held_map_and_waiter(db: &'static str, lock_timeout: &str) -> (Setup, Client, Client) {
+    let (setup, mut holder) = Setup::new(db);
     start(&mut holder, "subs", 2);
     let mut waiter = setup.connect();
     waiter
-        .batch_execute("SET chunked_map.lock_timeout = '5s'")
+        .batch_execute(&format!("SET chunked_map.lock_timeout = '{lock_timeout}'"))
         .unwrap();
-
     holder.batch_execute("BEGIN").unwrap();
     register(&mut holder, "subs", "{}").unwrap();
+    (setup, holder, waiter)
+}
+
+#[test]
+fn with_a_lock_timeout_an_append_waits_for_the_holder_to_commit() {
+    let (_setup, mut holder, mut waiter) = held_map_and_waiter("lock_timeout_wait", "5s");
     let committer = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(300));
         holder.batch_execute("COMMIT").unwrap();
@@ -530,15 +536,7 @@ fn with_a_lock_timeout_an_append_waits_for_the_holder_to_commit() {
 
 #[test]
 fn with_a_lock_timeout_an_append_gives_up_with_40001_when_it_expires() {
-    let (setup, mut holder) = Setup::new("lock_timeout_expire");
-    start(&mut holder, "subs", 2);
-    let mut waiter = setup.connect();
-    waiter
-        .batch_execute("SET chunked_map.lock_timeout = '200ms'")
-        .unwrap();
-
-    holder.batch_execute("BEGIN").unwrap();
-    register(&mut holder, "subs", "{}").unwrap();
+    let (_setup, mut holder, mut waiter) = held_map_and_waiter("lock_timeout_expire", "200ms");
     let began = Instant::now();
     let error = assert_error(register(&mut waiter, "subs", "{}"), "40001", "\"subs\"");
     let waited = began.elapsed();

@@ -26,6 +26,8 @@ fn pg_regress_output_matches_the_expected_files() {
         .arg(format!("--user={SUPERUSER}"))
         .arg("--bindir=/usr/lib/postgresql/15/bin")
         .arg("--dbname=chunked_map_regress")
+        // the scripts' `\i setup.psql` is relative to here
+        .current_dir(&suite)
         .status()
         .expect("run pg_regress");
 

@@ -1,9 +1,5 @@
 -- A map, appended across chunk boundaries and paged back from 'current' to the oldest chunk.
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS chunked_map CASCADE;
-RESET client_min_messages;
-CREATE EXTENSION chunked_map;
-SET search_path = chunked_map, public;
+\i setup.psql
 
 -- starting creates the map once; starting again changes nothing
 SELECT chunked_start('subs', 3);

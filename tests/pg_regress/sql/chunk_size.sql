@@ -1,10 +1,6 @@
 -- Chunk size is part of the stored layout: chunks keep the size they were started with, and
 -- paging across chunks of different sizes needs no arithmetic on tokens.
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS chunked_map CASCADE;
-RESET client_min_messages;
-CREATE EXTENSION chunked_map;
-SET search_path = chunked_map, public;
+\i setup.psql
 \set VERBOSITY verbose
 
 SELECT chunked_start('m', 100);

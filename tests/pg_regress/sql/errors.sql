@@ -1,9 +1,5 @@
 -- Every error of SPEC.md's table, with its SQLSTATE, and proof that a bad call changes nothing.
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS chunked_map CASCADE;
-RESET client_min_messages;
-CREATE EXTENSION chunked_map;
-SET search_path = chunked_map, public;
+\i setup.psql
 \set VERBOSITY verbose
 SELECT chunked_start('subs', 2);
 SELECT chunked_register('subs', '{"n": 1}') FROM generate_series(1, 3);

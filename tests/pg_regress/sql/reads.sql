@@ -1,9 +1,5 @@
 -- chunked_info, chunked_records, chunked_get: reading a map without walking it.
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS chunked_map CASCADE;
-RESET client_min_messages;
-CREATE EXTENSION chunked_map;
-SET search_path = chunked_map, public;
+\i setup.psql
 \set VERBOSITY verbose
 
 SELECT chunked_start('m', 4);

@@ -1,9 +1,5 @@
 -- Optimistic appends and batch appends.
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS chunked_map CASCADE;
-RESET client_min_messages;
-CREATE EXTENSION chunked_map;
-SET search_path = chunked_map, public;
+\i setup.psql
 \set VERBOSITY verbose
 
 -- chunked_register(map, payload, expected_last_seq): appends only after that sequence
