@@ -38,3 +38,10 @@ RESET chunked_map.max_payload_bytes;
 SELECT chunked_register_many('batch', NULL);
 SELECT chunked_register_many('nobody', ARRAY['{}']::jsonb[]);
 SELECT chunked_info('batch') -> 'next_seq' AS next_seq;
+
+-- a dropped map started again in the same session begins again at 1
+SELECT chunked_drop('m');
+SELECT chunked_drop('m');
+SELECT chunked_start('m', 2);
+SELECT chunked_register('m', '{}');
+SELECT chunked_verify('m') -> 'consistent' AS consistent;
