@@ -31,6 +31,14 @@ struct Setup {
     db: &'static str,
 }
 
+/// A started map "subs" and two sessions on its database.
+fn two_sessions(db: &'static str, chunk_size: i32) -> (Setup, Client, Client) {
+    let (setup, mut first) = Setup::new(db);
+    start(&mut first, "subs", chunk_size);
+    let second = setup.connect();
+    (setup, first, second)
+}
+
 impl Setup {
     fn new(db: &'static str) -> (Setup, Client) {
         let cluster = Cluster::start();
@@ -45,9 +53,7 @@ impl Setup {
 
 #[test]
 fn a_second_transaction_appending_to_a_held_map_gets_40001_at_once() {
-    let (setup, mut holder) = Setup::new("conflict");
-    start(&mut holder, "subs", 100);
-    let mut other = setup.connect();
+    let (_setup, mut holder, mut other) = two_sessions("conflict", 100);
 
     holder.batch_execute("BEGIN").unwrap();
     assert_eq!(register(&mut holder, "subs", "{}").unwrap(), 1);
@@ -72,9 +78,7 @@ fn a_second_transaction_appending_to_a_held_map_gets_40001_at_once() {
 
 #[test]
 fn after_the_holder_commits_the_append_succeeds() {
-    let (setup, mut holder) = Setup::new("after_commit");
-    start(&mut holder, "subs", 100);
-    let mut other = setup.connect();
+    let (_setup, mut holder, mut other) = two_sessions("after_commit", 100);
 
     holder.batch_execute("BEGIN").unwrap();
     register(&mut holder, "subs", "{}").unwrap();
@@ -155,9 +159,7 @@ fn reads_do_not_wait_for_an_open_append_and_do_not_see_it() {
 
 #[test]
 fn an_open_read_transaction_does_not_block_appends() {
-    let (setup, mut reader) = Setup::new("reader_open");
-    start(&mut reader, "subs", 2);
-    let mut writer = setup.connect();
+    let (_setup, mut reader, mut writer) = two_sessions("reader_open", 2);
     register(&mut writer, "subs", "{}").unwrap();
 
     reader
@@ -175,9 +177,7 @@ fn an_open_read_transaction_does_not_block_appends() {
 
 #[test]
 fn several_appends_in_one_transaction_work_and_commit_together() {
-    let (setup, mut client) = Setup::new("one_txn");
-    start(&mut client, "subs", 3);
-    let mut observer = setup.connect();
+    let (_setup, mut client, mut observer) = two_sessions("one_txn", 3);
 
     client.batch_execute("BEGIN").unwrap();
     for expected in 1..=10 {
@@ -242,9 +242,7 @@ fn storage_rows(client: &mut Client) -> Vec<String> {
 
 #[test]
 fn repeatable_read_appends_after_a_concurrent_commit_get_40001() {
-    let (setup, mut first) = Setup::new("repeatable_read");
-    start(&mut first, "subs", 3);
-    let mut second = setup.connect();
+    let (_setup, mut first, mut second) = two_sessions("repeatable_read", 3);
     register(&mut first, "subs", "{}").unwrap();
 
     // a snapshot taken before the other append commits
@@ -387,9 +385,7 @@ fn newest_seq(client: &mut Client, map: &str) -> i64 {
 
 #[test]
 fn an_optimistic_append_after_a_concurrent_commit_reports_both_sequences() {
-    let (setup, mut first) = Setup::new("optimistic_two");
-    start(&mut first, "subs", 3);
-    let mut second = setup.connect();
+    let (_setup, mut first, mut second) = two_sessions("optimistic_two", 3);
     register(&mut first, "subs", "{}").unwrap();
 
     // both read the map at the same newest sequence
@@ -502,9 +498,7 @@ fn eight_optimistic_writers_each_append_once_per_turn_without_duplicates() {
 /// Map "subs" held by an open transaction that appended seq 1, and a second session with
 /// `chunked_map.lock_timeout` set.
 fn held_map_and_waiter(db: &'static str, lock_timeout: &str) -> (Setup, Client, Client) {
-    let (setup, mut holder) = Setup::new(db);
-    start(&mut holder, "subs", 2);
-    let mut waiter = setup.connect();
+    let (setup, mut holder, mut waiter) = two_sessions(db, 2);
     waiter
         .batch_execute(&format!("SET chunked_map.lock_timeout = '{lock_timeout}'"))
         .unwrap();
@@ -552,9 +546,7 @@ fn with_a_lock_timeout_an_append_gives_up_with_40001_when_it_expires() {
 
 #[test]
 fn a_batch_append_conflicts_like_a_single_one_and_takes_effect_whole() {
-    let (setup, mut holder) = Setup::new("batch_conflict");
-    start(&mut holder, "subs", 3);
-    let mut other = setup.connect();
+    let (_setup, mut holder, mut other) = two_sessions("batch_conflict", 3);
     holder.batch_execute("BEGIN").unwrap();
     register(&mut holder, "subs", "{}").unwrap();
     assert_error(
