@@ -39,6 +39,49 @@ fn two_sessions(db: &'static str, chunk_size: i32) -> (Setup, Client, Client) {
     (setup, first, second)
 }
 
+/// Runs `work` in `writers` threads, each with its own connection, all starting together.
+fn in_parallel<T: Send + 'static>(
+    setup: &Arc<Setup>,
+    writers: usize,
+    work: impl Fn(usize, &mut Client) -> T + Send + Sync + 'static,
+) -> Vec<T> {
+    let work = Arc::new(work);
+    let barrier = Arc::new(Barrier::new(writers));
+    let threads: Vec<_> = (0..writers)
+        .map(|writer| {
+            let (setup, work, barrier) =
+                (Arc::clone(setup), Arc::clone(&work), Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                let mut client = setup.connect();
+                barrier.wait();
+                work(writer, &mut client)
+            })
+        })
+        .collect();
+    threads
+        .into_iter()
+        .map(|t| t.join().expect("writer thread"))
+        .collect()
+}
+
+/// Runs `attempt` until it does not fail with 40001 (any other error fails the test), after a
+/// little jittered backoff each time, as a real client would. Returns the result and the retries.
+fn until_no_conflict<T>(mut attempt: impl FnMut() -> Result<T, postgres::Error>) -> (T, u64) {
+    let mut retries = 0_u64;
+    loop {
+        match attempt() {
+            Ok(value) => return (value, retries),
+            Err(error) => {
+                let code = error.code().map(|c| c.code().to_string());
+                assert_eq!(code.as_deref(), Some("40001"), "{error}");
+                retries += 1;
+                let jitter = (retries * 37 + u64::from(std::process::id())) % 400;
+                std::thread::sleep(Duration::from_micros(100 + jitter));
+            }
+        }
+    }
+}
+
 impl Setup {
     fn new(db: &'static str) -> (Setup, Client) {
         let cluster = Cluster::start();
@@ -275,48 +318,19 @@ fn eight_writers_retrying_on_40001_produce_contiguous_sequences_in_full_chunks()
     let (setup, mut client) = Setup::new("eight_writers");
     start(&mut client, "subs", CHUNK_SIZE);
     let setup = Arc::new(setup);
-    let barrier = Arc::new(Barrier::new(WRITERS));
-
-    let writers: Vec<_> = (0..WRITERS)
-        .map(|writer| {
-            let setup = Arc::clone(&setup);
-            let barrier = Arc::clone(&barrier);
-            std::thread::spawn(move || {
-                let mut client = setup.connect();
-                let mut conflicts = 0_u64;
-                let mut assigned = Vec::new();
-                barrier.wait();
-                for i in 0..APPENDS_EACH {
-                    let payload = format!(r#"{{"writer": {writer}, "i": {i}}}"#);
-                    loop {
-                        match register(&mut client, "subs", &payload) {
-                            Ok(seq) => {
-                                assigned.push((seq, payload));
-                                break;
-                            }
-                            Err(error) => {
-                                let code = error.code().map(|c| c.code().to_string());
-                                assert_eq!(code.as_deref(), Some("40001"), "{error}");
-                                conflicts += 1;
-                                // a little jittered backoff, as a real client would
-                                let micros = 100 + (conflicts * 37 + writer as u64 * 11) % 400;
-                                std::thread::sleep(Duration::from_micros(micros));
-                            }
-                        }
-                    }
-                }
-                (assigned, conflicts)
-            })
-        })
-        .collect();
-
-    let mut assigned = Vec::new();
-    let mut conflicts = 0;
-    for writer in writers {
-        let (seqs, retries) = writer.join().expect("writer thread");
-        assigned.extend(seqs);
-        conflicts += retries;
-    }
+    let results = in_parallel(&setup, WRITERS, |writer, client| {
+        let mut conflicts = 0;
+        let mut assigned = Vec::new();
+        for i in 0..APPENDS_EACH {
+            let payload = format!(r#"{{"writer": {writer}, "i": {i}}}"#);
+            let (seq, retries) = until_no_conflict(|| register(client, "subs", &payload));
+            assigned.push((seq, payload));
+            conflicts += retries;
+        }
+        (assigned, conflicts)
+    });
+    let conflicts: u64 = results.iter().map(|(_, conflicts)| conflicts).sum();
+    let assigned: Vec<(i64, String)> = results.into_iter().flat_map(|(a, _)| a).collect();
     eprintln!(
         "{} appends by {WRITERS} writers, {conflicts} conflicts retried",
         assigned.len()
@@ -442,38 +456,21 @@ fn eight_optimistic_writers_each_append_once_per_turn_without_duplicates() {
     let (setup, mut client) = Setup::new("optimistic_eight");
     start(&mut client, "subs", 7);
     let setup = Arc::new(setup);
-    let barrier = Arc::new(Barrier::new(WRITERS));
-    let writers: Vec<_> = (0..WRITERS)
-        .map(|writer| {
-            let setup = Arc::clone(&setup);
-            let barrier = Arc::clone(&barrier);
-            std::thread::spawn(move || {
-                let mut client = setup.connect();
-                let mut retries = 0_u64;
-                barrier.wait();
-                for i in 0..APPENDS_EACH {
-                    let payload = format!(r#"{{"writer": {writer}, "i": {i}}}"#);
-                    loop {
-                        let last = newest_seq(&mut client, "subs");
-                        match register_if_last(&mut client, "subs", &payload, last) {
-                            Ok(seq) => {
-                                assert_eq!(seq, last + 1);
-                                break;
-                            }
-                            Err(error) => {
-                                let code = error.code().map(|c| c.code().to_string());
-                                assert_eq!(code.as_deref(), Some("40001"), "{error}");
-                                retries += 1;
-                                std::thread::sleep(Duration::from_micros(50 + retries % 300));
-                            }
-                        }
-                    }
-                }
-                retries
-            })
-        })
-        .collect();
-    let retries: u64 = writers.into_iter().map(|w| w.join().expect("writer")).sum();
+    let retries: u64 = in_parallel(&setup, WRITERS, |writer, client| {
+        let mut retries = 0;
+        for i in 0..APPENDS_EACH {
+            let payload = format!(r#"{{"writer": {writer}, "i": {i}}}"#);
+            let ((seq, last), tries) = until_no_conflict(|| {
+                let last = newest_seq(client, "subs");
+                register_if_last(client, "subs", &payload, last).map(|seq| (seq, last))
+            });
+            assert_eq!(seq, last + 1);
+            retries += tries;
+        }
+        retries
+    })
+    .into_iter()
+    .sum();
     eprintln!(
         "{} optimistic appends, {retries} retries",
         WRITERS as i64 * APPENDS_EACH

@@ -24,17 +24,11 @@ SELECT chunked_page('subs', '00000000000000000001');
 SELECT chunked_register('subs', jsonb_build_object('n', n)) FROM generate_series(5, 10) AS n;
 
 -- walk the tokens from current to the oldest chunk: every record once, newest first
-WITH RECURSIVE walk(depth, page) AS (
-    SELECT 1, chunked_page('subs')
-    UNION ALL
-    SELECT depth + 1, chunked_page('subs', page ->> 'next_page_token')
-    FROM walk WHERE page ->> 'next_page_token' IS NOT NULL
-)
 SELECT depth,
        page ->> 'page_token' AS page_token,
        (SELECT array_agg((r ->> 'seq')::bigint) FROM jsonb_array_elements(page -> 'records') AS r) AS seqs,
        page ->> 'next_page_token' AS next_page_token
-FROM walk ORDER BY depth;
+FROM pg_temp.pages('subs') ORDER BY depth;
 
 -- an archived page reads byte-identical whatever is appended later
 CREATE TEMP TABLE first_read AS

@@ -16,32 +16,20 @@ SELECT count(chunked_register('m', '{}')) FROM generate_series(701, 725);
 SELECT chunked_info('m');
 
 -- every page from current to the oldest: its token, size and range; every record once
-WITH RECURSIVE walk(depth, page) AS (
-    SELECT 1, chunked_page('m')
-    UNION ALL
-    SELECT depth + 1, chunked_page('m', page ->> 'next_page_token')
-    FROM walk WHERE page ->> 'next_page_token' IS NOT NULL
-)
 SELECT depth, page ->> 'page_token' AS token,
        jsonb_array_length(page -> 'records') AS records,
        page -> 'records' -> 0 -> 'seq' AS newest,
        page -> 'records' -> -1 -> 'seq' AS oldest,
        page ->> 'next_page_token' AS next
-FROM walk ORDER BY depth;
+FROM pg_temp.pages('m') ORDER BY depth;
 
 -- every archived token is the first sequence of its chunk
-WITH RECURSIVE walk(page) AS (
-    SELECT chunked_page('m')
-    UNION ALL
-    SELECT chunked_page('m', page ->> 'next_page_token') FROM walk
-    WHERE page ->> 'next_page_token' IS NOT NULL
-)
 SELECT count(*) AS pages,
        sum(jsonb_array_length(page -> 'records')) AS records,
        bool_and(page ->> 'page_token' = 'current'
                 OR (page ->> 'page_token')::bigint = (page -> 'records' -> -1 ->> 'seq')::bigint)
            AS tokens_are_first_sequences
-FROM walk;
+FROM pg_temp.pages('m');
 
 -- an empty current chunk takes the new size at once
 SELECT chunked_start('fresh', 10);
