@@ -3,8 +3,24 @@
 -- compare byte by byte (COLLATE "C"): equality is the same in every collation, and the keys are
 -- compared on every append, where a linguistic collation would cost strcoll() calls.
 
--- One row per map. Locked (FOR UPDATE NOWAIT) by every append; changed only when a chunk is
--- archived, which is what keeps an append from rewriting it.
+-- Map names, tokens and messages are UTF-8 in the library: refuse, clearly, a database that
+-- could not hold them.
+DO $$
+BEGIN
+    IF pg_catalog.getdatabaseencoding() <> 'UTF8' THEN
+        RAISE EXCEPTION 'chunked_map requires a database with encoding UTF8; database "%" uses %',
+                pg_catalog.current_database(), pg_catalog.getdatabaseencoding()
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Create the database with ENCODING ''UTF8'' (for example CREATE DATABASE ... ENCODING ''UTF8'' TEMPLATE template0) and install chunked_map there.';
+    END IF;
+END
+$$;
+
+-- One row per map: the map's lock (every write takes it, FOR UPDATE SKIP LOCKED) and the
+-- truth about its current chunk. Every append advances next_seq and current_bytes in it, so
+-- under REPEATABLE READ and SERIALIZABLE a writer whose snapshot predates another writer's
+-- commit is refused by PostgreSQL itself. Those columns are not indexed, so the update stays
+-- on the row's page (HOT) where the fill factor leaves room.
 CREATE TABLE chunked_map.map_state (
     map                   text    COLLATE "C" NOT NULL,
     -- size given to chunks started from now on
@@ -15,12 +31,19 @@ CREATE TABLE chunked_map.map_state (
     -- token of the newest archived chunk, NULL before the first rollover
     newest_archived_token text,
     archived_chunks       bigint  NOT NULL DEFAULT 0,
+    -- the sequence the next record gets, and the payload bytes of the current chunk
+    next_seq              bigint  NOT NULL,
+    current_bytes         bigint  NOT NULL DEFAULT 0,
+    -- whether committed appends are announced on channel chunked_map
+    notify                boolean NOT NULL DEFAULT false,
     CONSTRAINT map_state_pkey PRIMARY KEY (map),
     CONSTRAINT map_state_map_check CHECK (octet_length(map) BETWEEN 1 AND 200),
     CONSTRAINT map_state_chunk_size_check CHECK (chunk_size BETWEEN 1 AND 10000),
     CONSTRAINT map_state_current_chunk_size_check CHECK (current_chunk_size BETWEEN 1 AND 10000),
-    CONSTRAINT map_state_current_first_seq_check CHECK (current_first_seq >= 1)
-);
+    CONSTRAINT map_state_current_first_seq_check CHECK (current_first_seq >= 1),
+    CONSTRAINT map_state_next_seq_check CHECK (next_seq >= current_first_seq),
+    CONSTRAINT map_state_current_bytes_check CHECK (current_bytes >= 0)
+) WITH (fillfactor = 70);
 
 -- The records of each map's current chunk, one row each: an append inserts one row and
 -- rewrites nothing. At most current_chunk_size rows per map.
@@ -31,9 +54,10 @@ CREATE TABLE chunked_map.current_record (
     CONSTRAINT current_record_pkey PRIMARY KEY (map, seq)
 );
 
--- One immutable row per archived chunk. Its token is lpad(first_seq, 20, '0'); it knows its
--- own size and the token of the chunk before it, so paging needs no arithmetic on sizes.
--- Layout 1: payloads holds the chunk's chunk_size payloads oldest first, the record with
+-- One immutable row per archived chunk. Its token is lpad(first_seq, 20, '0'); it knows the
+-- size it was started with and the token of the chunk before it, so paging needs no
+-- arithmetic on sizes. Layout 1: payloads holds the chunk's payloads oldest first (at most
+-- chunk_size of them, fewer when chunked_map.max_chunk_bytes filled it first), the record with
 -- sequence first_seq + i - 1 at index i. Archiving copies the payload datums as they are
 -- (array_agg), never re-encoding JSON; pages are built from it when read.
 CREATE TABLE chunked_map.archived_chunk (

@@ -1,246 +1,297 @@
-//! Where an append happens: lock the map, add to the current chunk, archive it when full.
+//! Where a map is written: started, appended to (one record or a batch), resized, dropped.
 //!
-//! Lock order is always the same, the map's state row first and nothing else of another map, so
-//! appends cannot deadlock. The lock never waits unless `chunked_map.lock_timeout` says so, and
-//! every way a concurrent append can surface (a held lock, a lock timeout, a row changed after a
-//! REPEATABLE READ snapshot, a sequence taken by an append that committed after the snapshot)
-//! becomes the one 40001 of [`ChunkedError::Conflict`].
+//! Every write takes the map's lock first (see `lock`) and holds it to the end of the caller's
+//! transaction; the lock order is always the same, one map's state row and nothing else of
+//! another map, so writes cannot deadlock. The next sequence is stored in the state row and
+//! advanced by every append under that lock: the state row is the one source of truth, read by
+//! the lock holder, never derived from what a snapshot happens to see.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
-use std::ffi::CString;
-use std::panic::AssertUnwindSafe;
+use pgrx::pg_sys;
+use pgrx::PgMemoryContexts;
 
-use pgrx::pg_sys::panic::CaughtError;
-use pgrx::prelude::*;
-use pgrx::spi::SpiClient;
-
+use crate::chunking::{self, Batch};
 use crate::error::{ChunkedError, OrRaise};
 use crate::guc;
 use crate::input::{self, MapName};
-use crate::jsonb::{Jsonb, JsonbArray};
-use crate::report;
-use crate::store::{self, MapState};
+use crate::jsonb::{self, Jsonb, JsonbArray};
+use crate::lock;
+use crate::spi::{self, Session};
+use crate::store::{self, Appended, MapState};
 use crate::token::archived_token;
+use crate::xact;
 
-/// Appends one record and returns its sequence number: two statements, the lock (which also
-/// finds the next sequence) and the insert, and a third when the current chunk is full.
-pub fn append(map: MapName<'_>, payload: Jsonb) -> i64 {
-    input::payload_size(payload.size(), guc::max_payload_bytes()).or_raise();
-    let seq = concurrent_append_is_conflict(map, || {
-        Spi::connect(|client| {
-            let (state, next) = lock_map(client, map);
-            append_at(client, map, &state, next, payload)
+/// Starts a map; `false` (and no change) when it already exists.
+pub fn start(map: MapName<'_>, chunk_size: i32) -> bool {
+    spi::connect(|session| {
+        lock::lock_name(session, map);
+        let created = store::start(session, map.as_str(), chunk_size);
+        // A snapshot that still sees a row a drop removed since: created from an out-of-date
+        // view of the map.
+        if created
+            && lock::uses_transaction_snapshot()
+            && store::map_rows_visible_to_writer(session, map.as_str()) > 1
+        {
+            ChunkedError::ChangedAfterSnapshot {
+                map: map.as_str().to_owned(),
+            }
+            .raise();
+        }
+        created
+    })
+}
+
+/// Appends one record and returns its sequence number. Usually one statement: lock, advance the
+/// state and insert the record (see [`store::append`]); the slow path takes the lock on its own,
+/// to tell why the fast one found nothing, and archives a full chunk.
+pub fn append(map: MapName<'_>, payload: Jsonb<'_>) -> i64 {
+    input::payload_size(payload.size(), guc::payload_limit()).or_raise();
+    let max_chunk_bytes = guc::max_chunk_bytes();
+    let appended = spi::connect(|session| {
+        let fast = match xact::written_version(map.as_str()) {
+            Some(tid) => store::append_at(session, map.as_str(), tid, payload, max_chunk_bytes),
+            None => store::append(session, map.as_str(), payload, max_chunk_bytes),
+        };
+        fast.unwrap_or_else(|| {
+            let state = lock::lock_existing_map(session, map);
+            append_locked(session, map, state, payload, max_chunk_bytes)
         })
     });
-    remember_appended(map, seq);
-    seq
+    wrote(map, &appended);
+    appended.seq
 }
 
 /// Appends one record only if the map's newest sequence is `expected_last_seq` (0: empty map).
-pub fn append_if_last(map: MapName<'_>, payload: Jsonb, expected_last_seq: i64) -> i64 {
-    input::payload_size(payload.size(), guc::max_payload_bytes()).or_raise();
-    let seq = concurrent_append_is_conflict(map, || {
-        Spi::connect(|client| {
-            let (state, _) = lock_map(client, map);
-            // the exact newest sequence, read after the lock was granted
-            let next = store::next_seq(client, map.as_str(), &state);
-            if next - 1 != expected_last_seq {
-                return Err(ChunkedError::UnexpectedLastSeq {
-                    map: map.as_str().to_owned(),
-                    expected: expected_last_seq,
-                    actual: next - 1,
-                });
-            }
-            Ok(append_at(client, map, &state, next, payload))
-        })
-    });
-    seq.or_raise()
+pub fn append_if_last(map: MapName<'_>, payload: Jsonb<'_>, expected_last_seq: i64) -> i64 {
+    input::payload_size(payload.size(), guc::payload_limit()).or_raise();
+    let max_chunk_bytes = guc::max_chunk_bytes();
+    let appended = spi::connect(|session| {
+        let state = lock::lock_existing_map(session, map);
+        let actual = state.current.next_seq - 1;
+        if actual != expected_last_seq {
+            return Err(ChunkedError::UnexpectedLastSeq {
+                map: map.as_str().to_owned(),
+                expected: expected_last_seq,
+                actual,
+            });
+        }
+        Ok(append_locked(
+            session,
+            map,
+            state,
+            payload,
+            max_chunk_bytes,
+        ))
+    })
+    .or_raise();
+    wrote(map, &appended);
+    appended.seq
+}
+
+/// Appends to a map whose lock the caller holds, archiving its current chunk first if full.
+fn append_locked(
+    session: &Session,
+    map: MapName<'_>,
+    state: MapState,
+    payload: Jsonb<'_>,
+    max_chunk_bytes: usize,
+) -> Appended {
+    let state = if state.current.fits(payload.size(), max_chunk_bytes) {
+        state
+    } else {
+        archive_current(session, map, &state, max_chunk_bytes)
+    };
+    store::append_at(session, map.as_str(), state.tid, payload, max_chunk_bytes)
+        .unwrap_or_else(|| lost_lock(map))
+}
+
+fn lost_lock(map: MapName<'_>) -> ! {
+    ChunkedError::Internal {
+        context: format!(
+            "map \"{}\" changed while this transaction held its lock",
+            map.as_str()
+        ),
+    }
+    .raise()
+}
+
+/// Archives the current chunk (the caller holds the map's lock) and returns the state of the
+/// new, empty, current chunk. A chunk holding more bytes than a chunk may (stored before the
+/// byte limit existed, or the setting was lowered since) is archived in as many pieces as the
+/// limit asks, each with its own token, chained like any other chunks.
+fn archive_current(
+    session: &Session,
+    map: MapName<'_>,
+    state: &MapState,
+    max_chunk_bytes: usize,
+) -> MapState {
+    let chunk = state.current;
+    let oversized = usize::try_from(chunk.bytes).map_or(true, |bytes| bytes > max_chunk_bytes);
+    let pieces: Vec<std::ops::Range<i64>> = if oversized {
+        let sizes = store::current_payload_sizes(
+            session,
+            map.as_str(),
+            chunk.first_seq..chunk.next_seq,
+        );
+        chunking::cut(&sizes, usize::MAX, max_chunk_bytes)
+            .into_iter()
+            .map(|piece| chunk.first_seq + to_i64(piece.start)..chunk.first_seq + to_i64(piece.end))
+            .collect()
+    } else {
+        vec![chunk.first_seq..chunk.next_seq]
+    };
+    let mut newest = state.newest_archived_token.clone();
+    for piece in &pieces {
+        store::archive_current_range(
+            session,
+            map.as_str(),
+            piece.clone(),
+            chunk.size,
+            newest.as_deref(),
+        );
+        newest = Some(archived_token(piece.start));
+    }
+    let newest = newest.unwrap_or_else(|| archived_token(chunk.first_seq));
+    store::close_current(
+        session,
+        map.as_str(),
+        state,
+        &newest,
+        to_i64(pieces.len()),
+    )
 }
 
 /// Appends every payload in order under one lock; returns the first and last sequence
-/// assigned (`first > last` when there were none).
-pub fn append_many(map: MapName<'_>, payloads: JsonbArray) -> (i64, i64) {
-    let elements = payloads.elements();
-    let limit = guc::max_payload_bytes();
-    for (index, element) in elements.iter().enumerate() {
-        let payload = element.ok_or(ChunkedError::NullElement {
-            argument: "payloads",
-            index: index + 1,
-        });
-        input::payload_size(payload.or_raise().size(), limit).or_raise();
-    }
-    let count = i64::try_from(elements.len()).unwrap_or(i64::MAX);
-    let (first, last) = concurrent_append_is_conflict(map, || {
-        Spi::connect(|client| {
-            let (mut state, first) = lock_map(client, map);
-            let mut next = first;
-            let mut done = 0;
-            while done < count {
-                let room = state.current_first_seq + i64::from(state.current_chunk_size) - next;
-                if room == 0 {
-                    state = roll_over(client, map, &state);
-                    continue;
-                }
-                let take = room.min(count - done);
-                store::append_many_to_current(
-                    client,
-                    map.as_str(),
-                    next,
-                    payloads,
-                    done + 1,
-                    done + take,
-                );
-                next += take;
-                done += take;
-            }
-            (first, next - 1)
+/// assigned (`first > last` when there were none). Full chunks of the batch are archived as
+/// they are, without passing through the current chunk's table; each payload is sent to the
+/// server once.
+pub fn append_many(map: MapName<'_>, payloads: JsonbArray<'_>) -> (i64, i64) {
+    let limit = guc::payload_limit();
+    let payloads: Vec<Jsonb<'_>> = payloads
+        .elements()
+        .into_iter()
+        .enumerate()
+        .map(|(index, element)| {
+            let payload = element
+                .ok_or(ChunkedError::NullElement {
+                    argument: "payloads",
+                    index: index + 1,
+                })
+                .or_raise();
+            input::payload_size(payload.size(), limit).or_raise();
+            payload
         })
+        .collect();
+    let sizes: Vec<usize> = payloads.iter().map(|p| p.size()).collect();
+    let max_chunk_bytes = guc::max_chunk_bytes();
+    let (first, tid, notify) = spi::connect(|session| {
+        let mut state = lock::lock_existing_map(session, map);
+        let first = state.current.next_seq;
+        if payloads.is_empty() {
+            return (first, state.tid, false);
+        }
+        let Batch { fill, chunks } =
+            chunking::plan_batch(&state.current, state.chunk_size, &sizes, max_chunk_bytes);
+        let mut batch_memory = PgMemoryContexts::new("chunked_map batch");
+        let mut archived = 0_i64;
+
+        if fill > 0 {
+            write_slice(&mut batch_memory, &payloads[..fill], |array| {
+                store::append_payloads(session, map.as_str(), state.current.next_seq, array)
+            });
+            state.current.next_seq += to_i64(fill);
+            state.current.bytes += total_bytes(&sizes[..fill]);
+        }
+        if let Some((last, full)) = chunks.split_last() {
+            state = archive_current(session, map, &state, max_chunk_bytes);
+            for chunk in full {
+                let first_seq = state.current.next_seq;
+                write_slice(&mut batch_memory, &payloads[chunk.clone()], |array| {
+                    store::archive_payloads(
+                        session,
+                        map.as_str(),
+                        first_seq,
+                        state.chunk_size,
+                        state.newest_archived_token.as_deref(),
+                        array,
+                    )
+                });
+                state.newest_archived_token = Some(archived_token(first_seq));
+                state.current.next_seq += to_i64(chunk.len());
+                state.current.first_seq = state.current.next_seq;
+                archived += 1;
+            }
+            write_slice(&mut batch_memory, &payloads[last.clone()], |array| {
+                store::append_payloads(session, map.as_str(), state.current.next_seq, array)
+            });
+            state.current.size = state.chunk_size;
+            state.current.next_seq += to_i64(last.len());
+            state.current.bytes = total_bytes(&sizes[last.clone()]);
+        }
+        let tid = store::advance_state(session, map.as_str(), &state, archived);
+        (first, tid, state.notify)
     });
-    remember_appended(map, last);
+    let last = first + to_i64(payloads.len()) - 1;
+    wrote(map, &Appended { seq: last, tid, notify });
     (first, last)
 }
 
-/// Changes the chunk size of a map under its append lock (so it cannot race an append's
-/// rollover). The current chunk keeps its size unless it holds no record yet.
+/// Builds a `jsonb[]` of `payloads` in `memory`, hands it to `write`, and frees it: a batch's
+/// memory stays at one chunk's worth, however long the batch.
+fn write_slice(
+    memory: &mut PgMemoryContexts,
+    payloads: &[Jsonb<'_>],
+    write: impl FnOnce(pg_sys::Datum),
+) {
+    // SAFETY: the array lives in `memory` until the reset below, after `write` has used it.
+    let array = unsafe { memory.switch_to(|_| jsonb::build_array(payloads)) };
+    write(array);
+    // SAFETY: nothing built in `memory` is used after this.
+    unsafe { memory.reset() };
+}
+
+/// Changes the chunk size of a map under its lock (so it cannot race an append's rollover).
+/// The current chunk keeps its size unless it holds no record yet.
 pub fn set_chunk_size(map: MapName<'_>, chunk_size: i32) {
-    concurrent_append_is_conflict(map, || {
-        Spi::connect(|client| {
-            let (state, _) = lock_map(client, map);
-            // whether the chunk is empty, read after the lock was granted
-            let current_is_empty =
-                store::next_seq(client, map.as_str(), &state) == state.current_first_seq;
-            store::set_chunk_size(client, map.as_str(), chunk_size, current_is_empty);
-        })
-    })
+    let tid = spi::connect(|session| {
+        let state = lock::lock_existing_map(session, map);
+        store::set_chunk_size(session, map.as_str(), &state, chunk_size)
+    });
+    xact::remember_written(map.as_str(), tid);
 }
 
-/// Removes a whole map under its append lock; `false` when it did not exist.
+/// Turns notifications of committed appends on or off.
+pub fn set_notify(map: MapName<'_>, enabled: bool) {
+    let tid = spi::connect(|session| {
+        let state = lock::lock_existing_map(session, map);
+        store::set_notify(session, map.as_str(), &state, enabled)
+    });
+    xact::remember_written(map.as_str(), tid);
+}
+
+/// Removes a whole map under its lock; `false` when it did not exist.
 pub fn drop_map(map: MapName<'_>) -> bool {
-    concurrent_append_is_conflict(map, || {
-        Spi::connect(|client| {
-            if try_lock_map(client, map).is_none() {
-                return false;
-            }
-            store::drop_map(client, map.as_str());
-            true
-        })
-    })
-}
-
-/// Appends the record with sequence `next`, archiving the current chunk first if it is full.
-fn append_at(
-    client: &SpiClient<'_>,
-    map: MapName<'_>,
-    state: &MapState,
-    next: i64,
-    payload: Jsonb,
-) -> i64 {
-    let seq = if next == state.current_first_seq + i64::from(state.current_chunk_size) {
-        roll_over(client, map, state).current_first_seq
-    } else {
-        next
-    };
-    store::insert_record(client, map.as_str(), seq, payload);
-    seq
-}
-
-fn roll_over(client: &SpiClient<'_>, map: MapName<'_>, state: &MapState) -> MapState {
-    let token = archived_token(state.current_first_seq);
-    store::roll_over(client, map.as_str(), state, token)
-}
-
-/// Takes the map's append lock and finds its next sequence. Raises 42704 for a map that was
-/// never started.
-fn lock_map(client: &SpiClient<'_>, map: MapName<'_>) -> (MapState, i64) {
-    try_lock_map(client, map).unwrap_or_else(|| {
-        report::raise(&ChunkedError::MapNotStarted {
-            map: map.as_str().to_owned(),
-        })
-    })
-}
-
-/// Takes the map's append lock: `FOR UPDATE NOWAIT`, or, with `chunked_map.lock_timeout` set, a
-/// wait bounded by it (and then the next sequence is read after the wait, with a fresh
-/// snapshot). `None` for a map that was never started.
-fn try_lock_map(client: &SpiClient<'_>, map: MapName<'_>) -> Option<(MapState, i64)> {
-    match guc::lock_timeout_ms() {
-        None => store::lock_state_nowait(client, map.as_str(), appended_last(map)),
-        Some(ms) => {
-            let state = with_lock_timeout(ms, || store::lock_state_wait(client, map.as_str()))?;
-            let next = store::next_seq(client, map.as_str(), &state);
-            Some((state, next))
+    spi::connect(|session| {
+        lock::lock_name(session, map);
+        if lock::lock_map(session, map).is_none() {
+            return false;
         }
+        store::drop_map(session, map.as_str());
+        true
+    })
+}
+
+/// What the rest of the transaction needs to know of an append.
+fn wrote(map: MapName<'_>, appended: &Appended) {
+    xact::remember_written(map.as_str(), appended.tid);
+    if appended.notify {
+        xact::announce_at_commit(map.as_str());
     }
 }
 
-thread_local! {
-    /// The sequence this backend appended last, per map: the hint that keeps the lock
-    /// statement's probe for the next sequence to one index entry. Bounded: forgotten whole
-    /// when it grows past [`HINTS_KEPT`] maps (a missing hint only costs a wider probe).
-    static APPENDED_LAST: RefCell<HashMap<String, i64>> = RefCell::new(HashMap::new());
-}
-const HINTS_KEPT: usize = 1024;
-
-fn appended_last(map: MapName<'_>) -> i64 {
-    APPENDED_LAST.with(|hints| hints.borrow().get(map.as_str()).copied().unwrap_or(0))
+fn to_i64(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-fn remember_appended(map: MapName<'_>, seq: i64) {
-    APPENDED_LAST.with(|hints| {
-        let mut hints = hints.borrow_mut();
-        if hints.len() >= HINTS_KEPT && !hints.contains_key(map.as_str()) {
-            hints.clear();
-        }
-        hints.insert(map.as_str().to_owned(), seq);
-    });
-}
-
-/// Runs `f` with the server's `lock_timeout` set to `ms`, restoring it afterwards (an error
-/// restores it as part of the transaction's abort).
-fn with_lock_timeout<R>(ms: i32, f: impl FnOnce() -> R) -> R {
-    let value = CString::new(format!("{ms}ms")).unwrap_or_default();
-    // SAFETY: the same calls fmgr makes for a function's SET clause; the nest level confines
-    // the change to this call.
-    let nest_level = unsafe {
-        let level = pg_sys::NewGUCNestLevel();
-        pg_sys::set_config_option(
-            c"lock_timeout".as_ptr(),
-            value.as_ptr(),
-            pg_sys::GucContext::PGC_USERSET,
-            pg_sys::GucSource::PGC_S_SESSION,
-            pg_sys::GucAction::GUC_ACTION_SAVE,
-            true,
-            0,
-            false,
-        );
-        level
-    };
-    let result = f();
-    unsafe { pg_sys::AtEOXact_GUC(true, nest_level) };
-    result
-}
-
-/// Runs an append, turning what a concurrent append raises into [`ChunkedError::Conflict`].
-/// The handler only re-raises: there is no subtransaction to recover in.
-fn concurrent_append_is_conflict<R>(map: MapName<'_>, f: impl FnOnce() -> R) -> R {
-    let conflict = move |error: CaughtError| -> R {
-        match error {
-            CaughtError::PostgresError(_) => report::raise(&ChunkedError::Conflict {
-                map: map.as_str().to_owned(),
-            }),
-            ours => ours.rethrow(),
-        }
-    };
-    PgTryBuilder::new(AssertUnwindSafe(f))
-        // another transaction holds the lock (NOWAIT), or lock_timeout expired
-        .catch_when(PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, conflict)
-        // REPEATABLE READ: the state row changed after the snapshot was taken
-        .catch_when(PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE, conflict)
-        // a record committed after the statement's snapshot (in REPEATABLE READ, the
-        // transaction's) already holds the sequence this append computed
-        .catch_when(PgSqlErrorCode::ERRCODE_UNIQUE_VIOLATION, conflict)
-        // only possible with a lock_timeout longer than deadlock_timeout
-        .catch_when(PgSqlErrorCode::ERRCODE_T_R_DEADLOCK_DETECTED, conflict)
-        .execute()
+fn total_bytes(sizes: &[usize]) -> i64 {
+    sizes.iter().map(|size| to_i64(*size)).sum()
 }

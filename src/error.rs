@@ -1,8 +1,13 @@
-//! Every failure the extension reports, and the one place each becomes a SQLSTATE.
+//! Every failure the extension reports, and the one place each becomes a SQLSTATE, a message, a
+//! detail and a hint. The README's SQLSTATE table lists these variants in the same order.
 //!
-//! The README's SQLSTATE table lists these variants in the same order.
+//! Errors PostgreSQL raises itself while a function runs (a serialization failure under
+//! REPEATABLE READ or SERIALIZABLE, a relation lock timeout, a unique violation from a forged
+//! row) reach the caller unchanged, with PostgreSQL's own SQLSTATE and message: the extension
+//! relabels nothing it did not detect itself.
 
-use pgrx::PgSqlErrorCode;
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::{PgLogLevel, PgSqlErrorCode};
 
 use crate::token::TOKEN_DIGITS;
 
@@ -10,12 +15,39 @@ use crate::token::TOKEN_DIGITS;
 pub const MAX_MAP_NAME_BYTES: usize = 200;
 /// Smallest and largest chunk size accepted.
 pub const CHUNK_SIZE_RANGE: std::ops::RangeInclusive<i32> = 1..=10_000;
+/// Most records one `chunked_read` call returns.
+pub const MAX_RECORDS_RANGE: std::ops::RangeInclusive<i32> = 1..=10_000;
+/// Longest part of a malformed token quoted back in its error.
+const TOKEN_QUOTED_CHARS: usize = 40;
+
+/// Why an append could not take a map's lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// Another transaction holds it now (the default: never wait).
+    Now,
+    /// It stayed held for all of `chunked_map.lock_timeout`, in milliseconds.
+    For(i32),
+    /// Waiting for it would have deadlocked (only possible while waiting).
+    Deadlock,
+}
+
+/// Which setting limits a payload's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PayloadLimit {
+    MaxPayloadBytes,
+    MaxChunkBytes,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ChunkedError {
-    /// Another open transaction holds the map's append lock.
+    /// Another open transaction holds the map's lock.
     #[error("map \"{map}\" is locked by a concurrent append")]
-    Conflict { map: String },
+    Locked { map: String, held: Held },
+
+    /// REPEATABLE READ or SERIALIZABLE: the map was started, dropped or restarted by a
+    /// transaction that committed after this transaction's snapshot.
+    #[error("map \"{map}\" was started or dropped by a transaction that committed after this transaction's snapshot")]
+    ChangedAfterSnapshot { map: String },
 
     /// An optimistic append found another newest sequence than the caller expected.
     #[error("map \"{map}\" has newest sequence {actual}, expected {expected}")]
@@ -28,7 +60,7 @@ pub enum ChunkedError {
     #[error("map \"{map}\" does not exist")]
     MapNotStarted { map: String },
 
-    #[error("invalid page token \"{token}\"")]
+    #[error("invalid page token {}", quote_token(.token))]
     MalformedToken { token: String },
 
     #[error("page token \"{token}\" names no archived chunk of map \"{map}\"")]
@@ -56,8 +88,22 @@ pub enum ChunkedError {
     )]
     ChunkSizeOutOfRange { value: i32 },
 
+    #[error("after_seq must be 0 or more, got {value}")]
+    NegativeAfterSeq { value: i64 },
+
+    #[error(
+        "max_records must be between {} and {}, got {value}",
+        MAX_RECORDS_RANGE.start(),
+        MAX_RECORDS_RANGE.end()
+    )]
+    MaxRecordsOutOfRange { value: i32 },
+
     #[error("payload of {bytes} bytes exceeds the limit of {limit} bytes")]
-    PayloadTooLarge { bytes: usize, limit: usize },
+    PayloadTooLarge {
+        bytes: usize,
+        limit: usize,
+        setting: PayloadLimit,
+    },
 
     /// Direct DML on stored history by a role that does not own the extension's tables.
     #[error("{operation} on {table} is not allowed: chunked_map history is append-only")]
@@ -65,36 +111,67 @@ pub enum ChunkedError {
         operation: &'static str,
         table: String,
     },
+
+    /// PostgreSQL cannot send notifications from a prepared (two-phase) transaction.
+    #[error("cannot PREPARE a transaction that appended to a map whose notifications are on")]
+    NotifyInPreparedTransaction,
+
+    /// The library was upgraded but the database's SQL objects were not.
+    #[error("chunked_map's library is version {library}, but its SQL objects in this database are version {installed}")]
+    OutdatedSqlObjects { library: String, installed: String },
+
+    /// Something the extension's own statements should never meet.
+    #[error("chunked_map: {context}")]
+    Internal { context: String },
+}
+
+/// A malformed token, quoted; a long one is cut, with its length said, so that the error stays
+/// readable whatever the caller sent.
+fn quote_token(token: &str) -> String {
+    let chars = token.chars().count();
+    if chars <= TOKEN_QUOTED_CHARS {
+        format!("\"{token}\"")
+    } else {
+        let start: String = token.chars().take(TOKEN_QUOTED_CHARS).collect();
+        format!("\"{start}...\" ({chars} characters)")
+    }
 }
 
 impl ChunkedError {
     pub fn sqlstate(&self) -> PgSqlErrorCode {
         use ChunkedError::*;
         match self {
-            Conflict { .. } | UnexpectedLastSeq { .. } => {
+            Locked { .. } | ChangedAfterSnapshot { .. } => {
                 PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE
             }
+            UnexpectedLastSeq { .. } => PgSqlErrorCode::ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION,
             MapNotStarted { .. } | UnknownToken { .. } | UnknownSeq { .. } => {
                 PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT
             }
-            MalformedToken { .. } | InvalidMapName { .. } | ChunkSizeOutOfRange { .. } => {
-                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE
-            }
+            MalformedToken { .. }
+            | InvalidMapName { .. }
+            | ChunkSizeOutOfRange { .. }
+            | NegativeAfterSeq { .. }
+            | MaxRecordsOutOfRange { .. } => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             NullArgument { .. } | NullElement { .. } => {
                 PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED
             }
             PayloadTooLarge { .. } => PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             HistoryIsImmutable { .. } => PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            NotifyInPreparedTransaction => PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            OutdatedSqlObjects { .. } => PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            Internal { .. } => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
         }
     }
 
     pub fn detail(&self) -> Option<String> {
         use ChunkedError::*;
         match self {
-            Conflict { .. } => Some(
-                "Another open transaction is appending to this map; appends to one map are serialized."
-                    .into(),
-            ),
+            Locked { held, .. } => Some(match held {
+                Held::Now => "Another open transaction is writing to this map; writes to one map are serialized.".into(),
+                Held::For(ms) => format!("It stayed locked for chunked_map.lock_timeout ({ms} ms)."),
+                Held::Deadlock => "Waiting for it would have deadlocked with another transaction.".into(),
+            }),
             MalformedToken { .. } => Some(format!(
                 "A page token is \"current\" or exactly {TOKEN_DIGITS} ASCII decimal digits."
             )),
@@ -109,9 +186,9 @@ impl ChunkedError {
     pub fn hint(&self) -> Option<String> {
         use ChunkedError::*;
         match self {
-            Conflict { .. } => Some("Retry the transaction.".into()),
+            Locked { .. } | ChangedAfterSnapshot { .. } => Some("Retry the transaction.".into()),
             UnexpectedLastSeq { .. } => Some(
-                "Read the map again (chunked_info) and retry with the newest sequence, or skip the append if it already happened."
+                "Retrying the same call cannot succeed: read the map again (chunked_info) and decide, or skip the append if it already happened."
                     .into(),
             ),
             MapNotStarted { map } => Some(format!(
@@ -122,14 +199,39 @@ impl ChunkedError {
                 "Start from 'current' and follow next_page_token; tokens are the first sequence of an archived chunk."
                     .into(),
             ),
-            PayloadTooLarge { .. } => {
-                Some("The limit is the setting chunked_map.max_payload_bytes.".into())
-            }
-            HistoryIsImmutable { operation, .. } if *operation == "DELETE" || *operation == "TRUNCATE" => {
+            PayloadTooLarge { setting, .. } => Some(match setting {
+                PayloadLimit::MaxPayloadBytes => {
+                    "The limit is the setting chunked_map.max_payload_bytes.".into()
+                }
+                PayloadLimit::MaxChunkBytes => {
+                    "The limit is the setting chunked_map.max_chunk_bytes: a payload must fit in a chunk.".into()
+                }
+            }),
+            HistoryIsImmutable { operation, .. }
+                if *operation == "DELETE" || *operation == "TRUNCATE" =>
+            {
                 Some("To remove a whole map, its owner calls chunked_map.chunked_drop(map).".into())
             }
+            NotifyInPreparedTransaction => Some(
+                "Commit without PREPARE TRANSACTION, or turn notifications off with chunked_map.chunked_set_notify(map, false)."
+                    .into(),
+            ),
+            OutdatedSqlObjects { .. } => Some("Run ALTER EXTENSION chunked_map UPDATE.".into()),
             _ => None,
         }
+    }
+
+    /// Raises the error in PostgreSQL: the current statement fails with it.
+    pub fn raise(&self) -> ! {
+        let mut report = ErrorReport::new(self.sqlstate(), self.to_string(), "chunked_map");
+        if let Some(detail) = self.detail() {
+            report = report.set_detail(detail);
+        }
+        if let Some(hint) = self.hint() {
+            report = report.set_hint(hint);
+        }
+        report.report(PgLogLevel::ERROR);
+        unreachable!("an ERROR report does not return")
     }
 }
 
@@ -140,13 +242,70 @@ pub trait OrRaise<T> {
 
 impl<T> OrRaise<T> for Result<T, ChunkedError> {
     fn or_raise(self) -> T {
-        self.unwrap_or_else(|error| crate::report::raise(&error))
+        self.unwrap_or_else(|error| error.raise())
     }
 }
 
-impl<T> OrRaise<T> for Result<T, pgrx::spi::SpiError> {
-    /// SPI failures are internal errors (a statement of ours that did not fit the schema).
-    fn or_raise(self) -> T {
-        self.unwrap_or_else(|error| crate::report::raise_internal(&format!("SPI failure: {error}")))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_malformed_token_is_quoted_cut_with_its_length() {
+        let token = "9".repeat(100_000);
+        let message = ChunkedError::MalformedToken { token }.to_string();
+        assert_eq!(
+            message,
+            format!(
+                "invalid page token \"{}...\" (100000 characters)",
+                "9".repeat(40)
+            )
+        );
+        let short = ChunkedError::MalformedToken {
+            token: "101".into(),
+        };
+        assert_eq!(short.to_string(), "invalid page token \"101\"");
+    }
+
+    #[test]
+    fn the_optimistic_mismatch_has_a_sqlstate_of_its_own() {
+        let mismatch = ChunkedError::UnexpectedLastSeq {
+            map: "m".into(),
+            expected: 1,
+            actual: 2,
+        };
+        let others = [
+            ChunkedError::Locked {
+                map: "m".into(),
+                held: Held::Now,
+            },
+            ChunkedError::ChangedAfterSnapshot { map: "m".into() },
+            ChunkedError::MapNotStarted { map: "m".into() },
+            ChunkedError::MalformedToken { token: "x".into() },
+            ChunkedError::NullArgument { argument: "map" },
+            ChunkedError::PayloadTooLarge {
+                bytes: 2,
+                limit: 1,
+                setting: PayloadLimit::MaxPayloadBytes,
+            },
+            ChunkedError::HistoryIsImmutable {
+                operation: "INSERT",
+                table: "t".into(),
+            },
+            ChunkedError::OutdatedSqlObjects {
+                library: "b".into(),
+                installed: "a".into(),
+            },
+            ChunkedError::Internal {
+                context: "x".into(),
+            },
+        ];
+        for other in others {
+            assert_ne!(mismatch.sqlstate(), other.sqlstate(), "{other:?}");
+        }
+        assert_eq!(
+            mismatch.sqlstate(),
+            PgSqlErrorCode::ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION
+        );
     }
 }

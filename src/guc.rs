@@ -2,21 +2,42 @@
 
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
+use crate::error::PayloadLimit;
+
 /// Largest payload accepted by an append, in bytes of its jsonb value.
 pub static MAX_PAYLOAD_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 
+/// Most payload bytes a chunk holds (a chunk always takes at least one record).
+pub static MAX_CHUNK_BYTES: GucSetting<i32> = GucSetting::<i32>::new(64 * 1024 * 1024);
+
+/// The largest `chunked_map.max_chunk_bytes` allowed. A page is one jsonb value, and jsonb holds
+/// at most 256 MiB of data: 128 MiB of payloads leaves room for a page's own structure (about
+/// 30 bytes per record, 10,000 records at most), and keeps even a page's JSON text, up to six
+/// times its binary size for strings of control characters, under PostgreSQL's 1 GiB value limit.
+pub const MAX_CHUNK_BYTES_CEILING: i32 = 128 * 1024 * 1024;
+
 /// How long an append may wait for a map another transaction is appending to before it gives
-/// up with 40001. 0, the default, never waits (`FOR UPDATE NOWAIT`).
+/// up with 40001. 0, the default, never waits.
 pub static LOCK_TIMEOUT_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
 
 pub fn register() {
     GucRegistry::define_int_guc(
         c"chunked_map.max_payload_bytes",
         c"Largest payload an append accepts, measured as the size of its jsonb value.",
-        c"A larger payload is refused with SQLSTATE 54000. Only superusers can change it.",
+        c"A larger payload is refused with SQLSTATE 54000. It can never exceed chunked_map.max_chunk_bytes. Only superusers can change it.",
         &MAX_PAYLOAD_BYTES,
         1,
         i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_BYTE,
+    );
+    GucRegistry::define_int_guc(
+        c"chunked_map.max_chunk_bytes",
+        c"Most payload bytes one chunk holds; a chunk is full at chunk_size records or at this many bytes.",
+        c"Keeps every page and every rollover under PostgreSQL's size limits. Only superusers can change it.",
+        &MAX_CHUNK_BYTES,
+        1,
+        MAX_CHUNK_BYTES_CEILING,
         GucContext::Suset,
         GucFlags::UNIT_BYTE,
     );
@@ -33,8 +54,20 @@ pub fn register() {
     );
 }
 
-pub fn max_payload_bytes() -> usize {
-    usize::try_from(MAX_PAYLOAD_BYTES.get()).unwrap_or(0)
+/// The largest payload accepted now, and the setting that decides it: a payload must fit in a
+/// chunk, so `max_chunk_bytes` caps `max_payload_bytes`.
+pub fn payload_limit() -> (usize, PayloadLimit) {
+    let payload = usize::try_from(MAX_PAYLOAD_BYTES.get()).unwrap_or(0);
+    let chunk = max_chunk_bytes();
+    if payload <= chunk {
+        (payload, PayloadLimit::MaxPayloadBytes)
+    } else {
+        (chunk, PayloadLimit::MaxChunkBytes)
+    }
+}
+
+pub fn max_chunk_bytes() -> usize {
+    usize::try_from(MAX_CHUNK_BYTES.get()).unwrap_or(0)
 }
 
 /// `None` means never wait.

@@ -1,14 +1,14 @@
-//! History cannot be rewritten by direct DML. The storage tables carry statement-level
-//! `BEFORE UPDATE OR DELETE OR TRUNCATE` triggers (sql/protect.sql) that call this function:
-//! it lets the tables' owner through (the API functions run as the owner: they are SECURITY
-//! DEFINER) and refuses everyone else with 42501, whatever table privileges they were granted.
-//! INSERT is not guarded, to keep triggers off the append path: nobody is granted it.
+//! History cannot be rewritten, nor forged, by direct DML. The storage tables carry
+//! statement-level `BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE` triggers (sql/protect.sql)
+//! that call this function: it lets the tables' owner through (the API functions run as the
+//! owner: they are SECURITY DEFINER) and refuses everyone else with 42501, whatever table
+//! privileges they were granted. It fires once per statement, the append path's included, so
+//! the owner's way through comes first and costs one comparison.
 
 use pgrx::prelude::*;
 use pgrx::WhoAllocated;
 
 use crate::error::ChunkedError;
-use crate::report;
 
 #[pg_trigger]
 fn chunked_forbid_rewrite<'a>(
@@ -28,5 +28,5 @@ fn chunked_forbid_rewrite<'a>(
         PgTriggerOperation::Truncate => "TRUNCATE",
     };
     let table = format!("{}.{}", trigger.table_schema()?, trigger.table_name()?);
-    report::raise(&ChunkedError::HistoryIsImmutable { operation, table })
+    ChunkedError::HistoryIsImmutable { operation, table }.raise()
 }

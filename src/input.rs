@@ -1,7 +1,7 @@
 //! Checks on the arguments of the SQL functions, in the order SPEC.md lists the errors.
 //! Pure Rust: what a value is allowed to be, without asking the database.
 
-use crate::error::{ChunkedError, CHUNK_SIZE_RANGE, MAX_MAP_NAME_BYTES};
+use crate::error::{ChunkedError, PayloadLimit, CHUNK_SIZE_RANGE, MAX_MAP_NAME_BYTES, MAX_RECORDS_RANGE};
 
 /// A map name that is not NULL, not empty and at most [`MAX_MAP_NAME_BYTES`] bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,12 +31,40 @@ pub fn chunk_size(value: Option<i32>) -> Result<i32, ChunkedError> {
     }
 }
 
-/// A payload of `bytes` bytes is accepted when it is at most `limit` bytes.
-pub fn payload_size(bytes: usize, limit: usize) -> Result<(), ChunkedError> {
+/// A payload of `bytes` bytes is accepted when it is at most `limit` bytes; `setting` is the
+/// setting that decides the limit.
+pub fn payload_size(
+    bytes: usize,
+    (limit, setting): (usize, PayloadLimit),
+) -> Result<(), ChunkedError> {
     if bytes <= limit {
         Ok(())
     } else {
-        Err(ChunkedError::PayloadTooLarge { bytes, limit })
+        Err(ChunkedError::PayloadTooLarge {
+            bytes,
+            limit,
+            setting,
+        })
+    }
+}
+
+/// A sequence to read after: 0 (from the first record) or more.
+pub fn after_seq(value: Option<i64>) -> Result<i64, ChunkedError> {
+    let value = required(value, "after_seq")?;
+    if value >= 0 {
+        Ok(value)
+    } else {
+        Err(ChunkedError::NegativeAfterSeq { value })
+    }
+}
+
+/// How many records one read may return, within [`MAX_RECORDS_RANGE`].
+pub fn max_records(value: Option<i32>) -> Result<i32, ChunkedError> {
+    let value = required(value, "max_records")?;
+    if MAX_RECORDS_RANGE.contains(&value) {
+        Ok(value)
+    } else {
+        Err(ChunkedError::MaxRecordsOutOfRange { value })
     }
 }
 
@@ -102,13 +130,33 @@ mod tests {
 
     #[test]
     fn payloads_up_to_the_limit() {
-        assert_eq!(payload_size(1024, 1024), Ok(()));
+        let limit = (1024, PayloadLimit::MaxPayloadBytes);
+        assert_eq!(payload_size(1024, limit), Ok(()));
         assert_eq!(
-            payload_size(1025, 1024),
+            payload_size(1025, limit),
             Err(ChunkedError::PayloadTooLarge {
                 bytes: 1025,
-                limit: 1024
+                limit: 1024,
+                setting: PayloadLimit::MaxPayloadBytes,
             })
         );
+    }
+
+    #[test]
+    fn reads_start_after_0_or_more_and_return_1_to_10000_records() {
+        assert_eq!(after_seq(Some(0)), Ok(0));
+        assert_eq!(after_seq(Some(i64::MAX)), Ok(i64::MAX));
+        assert_eq!(
+            after_seq(Some(-1)),
+            Err(ChunkedError::NegativeAfterSeq { value: -1 })
+        );
+        assert_eq!(max_records(Some(1)), Ok(1));
+        assert_eq!(max_records(Some(10_000)), Ok(10_000));
+        for value in [0, -1, 10_001, i32::MIN] {
+            assert_eq!(
+                max_records(Some(value)),
+                Err(ChunkedError::MaxRecordsOutOfRange { value })
+            );
+        }
     }
 }

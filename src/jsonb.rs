@@ -1,61 +1,70 @@
-//! `jsonb` values passed through as the PostgreSQL datums they are.
+//! `jsonb` values passed through as the PostgreSQL datums they are, with the lifetime of the
+//! memory they point into.
 //!
 //! pgrx's own `JsonB` turns every value into text and parses it with serde_json, and back: that
 //! costs a full re-serialisation per call and loses numbers serde_json cannot hold exactly
 //! (`1e400`, 30-digit integers). Payloads and pages never need to be looked at in Rust, so they
 //! cross the boundary untouched: an argument is handed to SPI as it came, and a page built by
-//! SQL is returned as SPI built it.
+//! SQL is copied once into the caller's memory and returned.
+//!
+//! `'mcx` is the lifetime of the memory a value points into: an argument lives as long as the
+//! call (`'fcx`), a result as long as the memory context of the caller it was copied into
+//! ([`crate::spi::CallerMemory`]).
+
+use std::marker::PhantomData;
 
 use pgrx::callconv::{Arg, ArgAbi, BoxRet, FcInfo};
 use pgrx::datum::Datum;
 use pgrx::nullable::Nullable;
-use pgrx::{pg_sys, FromDatum, IntoDatum, PgMemoryContexts};
+use pgrx::{pg_sys, varlena, FromDatum, IntoDatum};
 
-/// A non-NULL `jsonb` value.
+/// A non-NULL `jsonb` value, valid for `'mcx`.
 #[derive(Clone, Copy)]
-pub struct Jsonb(pg_sys::Datum);
+pub struct Jsonb<'mcx> {
+    datum: pg_sys::Datum,
+    memory: PhantomData<&'mcx ()>,
+}
 
-impl Jsonb {
-    /// Size of the value in bytes as stored uncompressed, without the varlena header: the
-    /// measure `chunked_map.max_payload_bytes` limits. Does not detoast.
+impl<'mcx> Jsonb<'mcx> {
+    /// # Safety
+    /// `datum` is a non-NULL jsonb datum that stays valid for `'mcx`.
+    pub unsafe fn from_raw(datum: pg_sys::Datum) -> Jsonb<'mcx> {
+        Jsonb {
+            datum,
+            memory: PhantomData,
+        }
+    }
+
+    /// Bytes of the value's binary jsonb data, as stored uncompressed, without the varlena
+    /// header: the measure `chunked_map.max_payload_bytes` and `chunked_map.max_chunk_bytes`
+    /// limit. Never detoasts.
     pub fn size(self) -> usize {
         // SAFETY: a Jsonb always holds a non-NULL varlena datum.
-        let raw = unsafe { pg_sys::toast_raw_datum_size(self.0) };
-        raw.saturating_sub(pg_sys::VARHDRSZ)
+        unsafe { payload_bytes(self.datum) }
     }
 }
 
-impl FromDatum for Jsonb {
-    unsafe fn from_polymorphic_datum(
-        datum: pg_sys::Datum,
-        is_null: bool,
-        _typoid: pg_sys::Oid,
-    ) -> Option<Self> {
-        (!is_null).then_some(Jsonb(datum))
-    }
-
-    /// Values read through SPI are copied (and detoasted) into the caller's context, because
-    /// SPI frees its own memory when the connection closes.
-    unsafe fn from_datum_in_memory_context(
-        mut memory_context: PgMemoryContexts,
-        datum: pg_sys::Datum,
-        is_null: bool,
-        _typoid: pg_sys::Oid,
-    ) -> Option<Self> {
-        if is_null {
-            return None;
+/// Bytes of a varlena datum's data without its header, whether it is inline (short or long
+/// header), compressed or stored out of line: what its value takes uncompressed.
+///
+/// # Safety
+/// `datum` is a non-NULL varlena datum.
+pub unsafe fn payload_bytes(datum: pg_sys::Datum) -> usize {
+    let pointer = datum.cast_mut_ptr::<pg_sys::varlena>();
+    unsafe {
+        if varlena::varatt_is_1b(pointer) && !varlena::varatt_is_1b_e(pointer) {
+            varlena::varsize_1b(pointer).saturating_sub(1)
+        } else {
+            // the raw size of a compressed or external value, or the size of an inline one,
+            // header included
+            pg_sys::toast_raw_datum_size(datum).saturating_sub(pg_sys::VARHDRSZ)
         }
-        memory_context.switch_to(|_| {
-            // SAFETY: a non-NULL jsonb datum is a varlena pointer.
-            let copy = unsafe { pg_sys::pg_detoast_datum_copy(datum.cast_mut_ptr()) };
-            Some(Jsonb(pg_sys::Datum::from(copy)))
-        })
     }
 }
 
-impl IntoDatum for Jsonb {
+impl IntoDatum for Jsonb<'_> {
     fn into_datum(self) -> Option<pg_sys::Datum> {
-        Some(self.0)
+        Some(self.datum)
     }
 
     fn type_oid() -> pg_sys::Oid {
@@ -63,7 +72,17 @@ impl IntoDatum for Jsonb {
     }
 }
 
-unsafe impl<'fcx> ArgAbi<'fcx> for Jsonb {
+impl FromDatum for Jsonb<'_> {
+    unsafe fn from_polymorphic_datum(
+        datum: pg_sys::Datum,
+        is_null: bool,
+        _typoid: pg_sys::Oid,
+    ) -> Option<Self> {
+        (!is_null).then(|| unsafe { Jsonb::from_raw(datum) })
+    }
+}
+
+unsafe impl<'fcx> ArgAbi<'fcx> for Jsonb<'fcx> {
     unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
         let index = arg.index();
         unsafe { arg.unbox_arg_using_from_datum() }
@@ -75,28 +94,33 @@ unsafe impl<'fcx> ArgAbi<'fcx> for Jsonb {
     }
 }
 
-unsafe impl BoxRet for Jsonb {
+unsafe impl BoxRet for Jsonb<'_> {
     unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> Datum<'fcx> {
-        unsafe { fcinfo.return_raw_datum(self.0) }
+        unsafe { fcinfo.return_raw_datum(self.datum) }
     }
 }
 
-pgrx::impl_sql_translatable!(Jsonb, "jsonb");
+pgrx::impl_sql_translatable!(Jsonb<'_>, "jsonb");
 
-/// A non-NULL `jsonb[]` value, passed to SPI whole; its elements are read with [`elements`].
+/// A non-NULL `jsonb[]` argument, valid for the call.
 #[derive(Clone, Copy)]
-pub struct JsonbArray(pg_sys::Datum);
+pub struct JsonbArray<'fcx> {
+    datum: pg_sys::Datum,
+    memory: PhantomData<&'fcx ()>,
+}
 
-impl JsonbArray {
-    /// The elements, `None` for a NULL element. Detoasts the array once.
-    pub fn elements(self) -> Vec<Option<Jsonb>> {
+impl<'fcx> JsonbArray<'fcx> {
+    /// The elements, `None` for a NULL element. Detoasts the array once (into the current
+    /// memory context); the elements point into it.
+    pub fn elements(self) -> Vec<Option<Jsonb<'fcx>>> {
         let mut values: *mut pg_sys::Datum = std::ptr::null_mut();
         let mut nulls: *mut bool = std::ptr::null_mut();
         let mut count: i32 = 0;
         // SAFETY: a JsonbArray holds a non-NULL jsonb[] datum; jsonb is a varlena (typlen -1,
         // passed by reference, int alignment) as deconstruct_array needs to be told.
         unsafe {
-            let array = pg_sys::pg_detoast_datum(self.0.cast_mut_ptr()) as *mut pg_sys::ArrayType;
+            let array =
+                pg_sys::pg_detoast_datum(self.datum.cast_mut_ptr()) as *mut pg_sys::ArrayType;
             pg_sys::deconstruct_array(
                 array,
                 pg_sys::JSONBOID,
@@ -108,38 +132,34 @@ impl JsonbArray {
                 &mut count,
             );
             let count = usize::try_from(count).unwrap_or(0);
+            if count == 0 {
+                return Vec::new();
+            }
             let values = std::slice::from_raw_parts(values, count);
             let nulls = std::slice::from_raw_parts(nulls, count);
             values
                 .iter()
                 .zip(nulls)
-                .map(|(v, n)| (!n).then_some(Jsonb(*v)))
+                .map(|(value, null)| (!null).then(|| Jsonb::from_raw(*value)))
                 .collect()
         }
     }
 }
 
-impl FromDatum for JsonbArray {
+impl FromDatum for JsonbArray<'_> {
     unsafe fn from_polymorphic_datum(
         datum: pg_sys::Datum,
         is_null: bool,
         _typoid: pg_sys::Oid,
     ) -> Option<Self> {
-        (!is_null).then_some(JsonbArray(datum))
+        (!is_null).then_some(JsonbArray {
+            datum,
+            memory: PhantomData,
+        })
     }
 }
 
-impl IntoDatum for JsonbArray {
-    fn into_datum(self) -> Option<pg_sys::Datum> {
-        Some(self.0)
-    }
-
-    fn type_oid() -> pg_sys::Oid {
-        pg_sys::JSONBARRAYOID
-    }
-}
-
-unsafe impl<'fcx> ArgAbi<'fcx> for JsonbArray {
+unsafe impl<'fcx> ArgAbi<'fcx> for JsonbArray<'fcx> {
     unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
         let index = arg.index();
         unsafe { arg.unbox_arg_using_from_datum() }
@@ -151,4 +171,23 @@ unsafe impl<'fcx> ArgAbi<'fcx> for JsonbArray {
     }
 }
 
-pgrx::impl_sql_translatable!(JsonbArray, arg_only = "jsonb[]");
+pgrx::impl_sql_translatable!(JsonbArray<'_>, arg_only = "jsonb[]");
+
+/// A `jsonb[]` built from some payloads, in the memory context current when it was built (for
+/// the append path: SPI's, freed when the call's SPI connection closes).
+pub fn build_array(payloads: &[Jsonb<'_>]) -> pg_sys::Datum {
+    let mut datums: Vec<pg_sys::Datum> = payloads.iter().map(|p| p.datum).collect();
+    let count = i32::try_from(datums.len()).unwrap_or(i32::MAX);
+    // SAFETY: every element is a non-NULL jsonb datum; the type facts are jsonb's.
+    unsafe {
+        let array = pg_sys::construct_array(
+            datums.as_mut_ptr(),
+            count,
+            pg_sys::JSONBOID,
+            -1,
+            false,
+            pg_sys::TYPALIGN_INT as _,
+        );
+        pg_sys::Datum::from(array)
+    }
+}

@@ -2,12 +2,16 @@
 //! chunks and read in token-addressed pages, newest first.
 //!
 //! - `api`: the SQL functions, thin
-//! - `append`: where an append happens (lock, current chunk, rollover)
-//! - `read`: where a page is read
+//! - `append`: where a map is written (start, append, batch, resize, drop)
+//! - `lock`: taking a map's lock, and what a writer is told when it cannot
+//! - `chunking`: when a chunk is full, how a batch is cut into chunks
+//! - `read`: where a map is read (pages, rows, forward reads, records, info)
 //! - `store`: every SQL statement the extension runs
+//! - `spi`: how those statements run (snapshots, kept plans, the caller's memory)
+//! - `xact`: what is remembered until the end of the transaction (and announced at commit)
 //! - `token`: page tokens, parsed and formatted
 //! - `input`: argument checks
-//! - `error`: every failure and its SQLSTATE; `report`: raising them
+//! - `error`: every failure, its SQLSTATE, and raising it
 //! - `jsonb`: jsonb values passed through as datums
 //! - `immutability`: the trigger that keeps history from being rewritten
 //! - `verify`: `chunked_verify`, the consistency check
@@ -15,16 +19,19 @@
 
 mod api;
 mod append;
+mod chunking;
 mod error;
 mod guc;
 mod immutability;
 mod input;
 mod jsonb;
+mod lock;
 mod read;
-mod report;
+mod spi;
 mod store;
 mod token;
 mod verify;
+mod xact;
 
 #[cfg(any(test, feature = "pg_test"))]
 mod tests;
@@ -32,11 +39,6 @@ mod tests;
 ::pgrx::pg_module_magic!(name, version);
 
 pgrx::extension_sql_file!("../sql/bootstrap.sql", name = "bootstrap", bootstrap);
-pgrx::extension_sql_file!(
-    "../sql/records.sql",
-    name = "records",
-    requires = [api::chunked_page]
-);
 pgrx::extension_sql_file!(
     "../sql/protect.sql",
     name = "protect",
@@ -47,6 +49,7 @@ pgrx::extension_sql_file!("../sql/finalize.sql", name = "finalize", finalize);
 #[pgrx::pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     guc::register();
+    xact::register();
 }
 
 /// Required by `cargo pgrx test`.
@@ -54,7 +57,10 @@ pub extern "C-unwind" fn _PG_init() {
 pub mod pg_test {
     pub fn setup(_options: Vec<&str>) {}
 
+    /// The `#[pg_test]`s run at the same time, each in its own transaction that rolls back,
+    /// and share map names: waiting for a map's lock lets one test's `chunked_start('m')` wait
+    /// for another's to roll back instead of failing with 40001 (what a client would retry).
     pub fn postgresql_conf_options() -> Vec<&'static str> {
-        vec![]
+        vec!["chunked_map.lock_timeout = '60s'"]
     }
 }

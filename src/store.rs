@@ -2,338 +2,611 @@
 //!
 //! Each statement is schema-qualified, takes its values as `$n` parameters, filters on the map
 //! it is given and touches no other map (every key starts with the map, so the tables can be
-//! distributed by map). Each is prepared once per backend and kept, so an append plans nothing.
-//! The functions run with `search_path = pg_catalog, pg_temp`, which is why `pg_catalog`
-//! functions and operators need no qualification here.
+//! distributed by map). Each is prepared once per backend and kept (see `spi`). The functions
+//! run with `search_path = pg_catalog, pg_temp`, which is why `pg_catalog` functions and
+//! operators need no qualification here.
 //!
 //! Storage (see `sql/bootstrap.sql`):
-//! - `map_state`: one row per map; locked by every append, changed only when a chunk is archived.
+//! - `map_state`: one row per map, holding the next sequence and the current chunk's extent. It
+//!   is the map's lock: every write takes it (`FOR UPDATE SKIP LOCKED`, never waiting) and every
+//!   append advances it, so under REPEATABLE READ and SERIALIZABLE PostgreSQL itself refuses
+//!   (40001) a writer whose snapshot predates another writer's commit.
 //! - `current_record`: the records of each map's current chunk, one row each.
 //! - `archived_chunk`: one immutable row per full chunk, its payloads as one `jsonb[]`.
 
-use std::cell::RefCell;
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
+use pgrx::pg_sys;
 
-use pgrx::datum::DatumWithOid;
-use pgrx::pg_sys::{self, PgOid};
-use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiResult, SpiTupleTable};
-use pgrx::{FromDatum, IntoDatum};
+use crate::chunking::CurrentChunk;
+use crate::jsonb::Jsonb;
+use crate::spi::{
+    Access, CallerMemory, Param, Row, Session, Statement, BOOL, INT4, INT8, JSONB, JSONB_ARRAY,
+    TEXT, TID,
+};
 
-use crate::error::OrRaise;
-use crate::jsonb::{Jsonb, JsonbArray};
-
-/// A statement and the types of its parameters.
-struct Statement {
-    sql: &'static str,
-    params: &'static [pg_sys::Oid],
-    /// Read-only statements run on the caller's snapshot (what a STABLE function must do). The
-    /// others take a new snapshot each (SPI's read_only = false), which an append needs: its
-    /// reads after taking the map's lock must see what the lock's previous holder committed.
-    read_only: bool,
-}
-
-const TEXT: pg_sys::Oid = pg_sys::TEXTOID;
-const INT4: pg_sys::Oid = pg_sys::INT4OID;
-const INT8: pg_sys::Oid = pg_sys::INT8OID;
-const JSONB: pg_sys::Oid = pg_sys::JSONBOID;
-const JSONB_ARRAY: pg_sys::Oid = pg_sys::JSONBARRAYOID;
-
-thread_local! {
-    /// Kept plans, by the address of their (static) SQL text: cheaper to hash than the text.
-    static PREPARED: RefCell<HashMap<usize, OwnedPreparedStatement>> = RefCell::new(HashMap::new());
-}
-
-/// Runs `statement`, preparing and keeping it on first use in this backend.
-fn run<'conn>(
-    client: &SpiClient<'conn>,
-    statement: &Statement,
-    args: &[DatumWithOid<'_>],
-) -> SpiResult<SpiTupleTable<'conn>> {
-    PREPARED.with(|prepared| {
-        let mut prepared = prepared.borrow_mut();
-        let plan = match prepared.entry(statement.sql.as_ptr() as usize) {
-            Entry::Occupied(kept) => kept.into_mut(),
-            Entry::Vacant(slot) => {
-                let types: Vec<PgOid> = statement
-                    .params
-                    .iter()
-                    .map(|oid| PgOid::from(*oid))
-                    .collect();
-                let plan = if statement.read_only {
-                    client.prepare(statement.sql, &types)?
-                } else {
-                    client.prepare_mut(statement.sql, &types)?
-                };
-                slot.insert(plan.keep())
-            }
-        };
-        client.select(&*plan, None, args)
-    })
-}
-
-/// The first column of the first row, `None` when there is no row.
-fn first_value<T: IntoDatum + FromDatum>(rows: SpiTupleTable<'_>) -> Option<T> {
-    if rows.is_empty() {
-        None
-    } else {
-        rows.first().get_one::<T>().or_raise()
-    }
-}
-
-fn arg<T: IntoDatum>(value: T) -> DatumWithOid<'static> {
-    // SAFETY: the oid is the type's own.
-    unsafe { DatumWithOid::new(value, T::type_oid()) }
-}
-
-fn nullable<T: IntoDatum>(value: Option<T>) -> DatumWithOid<'static> {
-    match value {
-        Some(value) => arg(value),
-        None => DatumWithOid::null::<T>(),
-    }
-}
-
-/// The state row of a map, as an append sees it once it holds the map's lock.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The state row of a map, as the holder of its lock read it.
+#[derive(Debug, Clone)]
 pub struct MapState {
+    /// The row version read (and locked): later statements of the same call address it directly.
+    pub tid: pg_sys::ItemPointerData,
     /// Size given to chunks started from now on.
     pub chunk_size: i32,
-    /// First sequence of the current chunk.
-    pub current_first_seq: i64,
-    /// Size the current chunk was started with.
-    pub current_chunk_size: i32,
+    pub current: CurrentChunk,
     /// Token of the newest archived chunk, `None` before the first rollover.
     pub newest_archived_token: Option<String>,
+    /// Whether committed appends are announced on channel `chunked_map`.
+    pub notify: bool,
+}
+
+/// What an append wrote: the record's sequence, the state row's new version, and whether the
+/// map announces its appends.
+#[derive(Debug, Clone, Copy)]
+pub struct Appended {
+    pub seq: i64,
+    pub tid: pg_sys::ItemPointerData,
+    pub notify: bool,
+}
+
+fn tid_of(row: &Row<'_>, column: i32) -> pg_sys::ItemPointerData {
+    row.tid(column).unwrap_or_default()
 }
 
 const START: Statement = Statement {
-    sql: "INSERT INTO chunked_map.map_state AS s (map, chunk_size, current_first_seq, current_chunk_size)
-          VALUES ($1, $2, 1, $2)
+    name: "start",
+    sql: "INSERT INTO chunked_map.map_state AS s
+              (map, chunk_size, current_first_seq, current_chunk_size, next_seq)
+          VALUES ($1, $2, 1, $2, 1)
           ON CONFLICT (map) DO NOTHING
           RETURNING true",
     params: &[TEXT, INT4],
-    read_only: false,
+    access: Access::Write,
 };
 
-/// Creates the map's state row; `false` when the map already existed.
-pub fn start(client: &SpiClient<'_>, map: &str, chunk_size: i32) -> bool {
-    run(client, &START, &[arg(map), arg(chunk_size)])
-        .or_raise()
-        .len()
-        == 1
+/// Creates the map's state row; `false` when a row for the map already exists. Under REPEATABLE
+/// READ, PostgreSQL raises 40001 itself when that row was committed after the snapshot.
+pub fn start(session: &Session, map: &str, chunk_size: i32) -> bool {
+    !session
+        .run(&START, &[Param::of(map), Param::of(chunk_size)])
+        .is_empty()
 }
 
-/// The append lock, `FOR UPDATE NOWAIT`: never waits; a held lock raises 55P03, which the
-/// caller reports as 40001. The same statement looks for the newest record of the current
-/// chunk at or above `$2`, a hint (the sequence this backend appended last): a backward index
-/// scan reads every matching entry of its leaf page, and the hint keeps that to one entry. The
-/// probe reads with the statement's snapshot, taken before the lock was granted: if an append
-/// committed in between, the sequence derived from it is taken already and the insert fails
-/// with a unique violation, which the caller reports as the conflict it is. (A lock that may be
-/// waited for is taken by [`LOCK_STATE_WAIT`], and the probe made after it.)
-const LOCK_STATE_NOWAIT: Statement = Statement {
-    sql: "SELECT s.chunk_size, s.current_first_seq, s.current_chunk_size, s.newest_archived_token,
-                 (SELECT c.seq FROM chunked_map.current_record AS c
-                  WHERE c.map = $1 AND c.seq >= greatest(s.current_first_seq, $2)
-                    AND c.seq < s.current_first_seq + s.current_chunk_size
-                  ORDER BY c.seq DESC LIMIT 1)
+/// Advisory lock on a map's name, for what cannot lock a state row: starting a map that has
+/// none yet, and dropping one (so that a start never waits behind an uncommitted drop). The
+/// two-key form with a key of our own keeps clear of applications' single-key locks.
+const TRY_NAME_LOCK: Statement = Statement {
+    name: "try_name_lock",
+    sql: "SELECT pg_try_advisory_xact_lock(1667787105, hashtext($1))",
+    params: &[TEXT],
+    access: Access::Write,
+};
+
+const NAME_LOCK_WAIT: Statement = Statement {
+    name: "name_lock_wait",
+    sql: "SELECT pg_advisory_xact_lock(1667787105, hashtext($1))",
+    params: &[TEXT],
+    access: Access::Write,
+};
+
+/// Takes the map name's lock without waiting; `false` when another transaction holds it.
+pub fn try_name_lock(session: &Session, map: &str) -> bool {
+    let rows = session.run(&TRY_NAME_LOCK, &[Param::of(map)]);
+    rows.first().and_then(|row| row.bool(1)).unwrap_or(false)
+}
+
+/// Takes the map name's lock, waiting up to the statement's `lock_timeout`.
+pub fn name_lock_wait(session: &Session, map: &str) {
+    session.run(&NAME_LOCK_WAIT, &[Param::of(map)]);
+}
+
+/// The one-statement append: takes the map's lock without waiting (`SKIP LOCKED`: a row another
+/// transaction holds is simply not found), advances the state by one record if the current chunk
+/// has room (by records and by bytes; an empty chunk takes any record), and inserts the record.
+/// No row when the map is absent, held by another transaction, or its current chunk is full: the
+/// caller then takes the slow path. Under READ COMMITTED, a state row changed by a transaction
+/// that committed after the statement's snapshot is locked and updated in its newest version
+/// (PostgreSQL rechecks the conditions on it).
+const APPEND: Statement = Statement {
+    name: "append",
+    sql: "WITH advanced AS (
+              UPDATE chunked_map.map_state AS s
+              SET next_seq = s.next_seq + 1, current_bytes = s.current_bytes + $3
+              WHERE s.map = (SELECT l.map FROM chunked_map.map_state AS l
+                             WHERE l.map = $1 FOR UPDATE SKIP LOCKED)
+                AND s.next_seq < s.current_first_seq + s.current_chunk_size
+                AND (s.current_bytes + $3 <= $4 OR s.next_seq = s.current_first_seq)
+              RETURNING s.next_seq - 1 AS seq, s.ctid, s.notify
+          ), appended AS (
+              INSERT INTO chunked_map.current_record (map, seq, payload)
+              SELECT $1, a.seq, $2 FROM advanced AS a
+          )
+          SELECT a.seq, a.ctid, a.notify FROM advanced AS a",
+    params: &[TEXT, JSONB, INT8, INT8],
+    access: Access::Write,
+};
+
+/// The same append on a state row version this transaction already holds the lock on (read
+/// by [`lock_state`] or written by an earlier append of the same transaction): found by its
+/// address, without an index probe or a walk through the versions the transaction left behind.
+/// No row when that version is no longer the visible one, or the chunk is full.
+const APPEND_AT: Statement = Statement {
+    name: "append_at",
+    sql: "WITH advanced AS (
+              UPDATE chunked_map.map_state AS s
+              SET next_seq = s.next_seq + 1, current_bytes = s.current_bytes + $3
+              WHERE s.ctid = $5 AND s.map = $1
+                AND s.next_seq < s.current_first_seq + s.current_chunk_size
+                AND (s.current_bytes + $3 <= $4 OR s.next_seq = s.current_first_seq)
+              RETURNING s.next_seq - 1 AS seq, s.ctid, s.notify
+          ), appended AS (
+              INSERT INTO chunked_map.current_record (map, seq, payload)
+              SELECT $1, a.seq, $2 FROM advanced AS a
+          )
+          SELECT a.seq, a.ctid, a.notify FROM advanced AS a",
+    params: &[TEXT, JSONB, INT8, INT8, TID],
+    access: Access::Write,
+};
+
+fn appended(session: &Session, statement: &Statement, params: &[Param]) -> Option<Appended> {
+    let rows = session.run(statement, params);
+    rows.first().map(|row| Appended {
+        seq: row.i64(1).unwrap_or_default(),
+        tid: tid_of(&row, 2),
+        notify: row.bool(3).unwrap_or(false),
+    })
+}
+
+fn append_params(map: &str, payload: Jsonb<'_>, max_chunk_bytes: usize) -> [Param; 4] {
+    let bytes = i64::try_from(payload.size()).unwrap_or(i64::MAX);
+    let limit = i64::try_from(max_chunk_bytes).unwrap_or(i64::MAX);
+    [
+        Param::of(map),
+        Param::of(payload),
+        Param::of(bytes),
+        Param::of(limit),
+    ]
+}
+
+/// [`APPEND`]: `None` means "take the slow path".
+pub fn append(
+    session: &Session,
+    map: &str,
+    payload: Jsonb<'_>,
+    max_chunk_bytes: usize,
+) -> Option<Appended> {
+    appended(
+        session,
+        &APPEND,
+        &append_params(map, payload, max_chunk_bytes),
+    )
+}
+
+/// [`APPEND_AT`]: `None` when `tid` is not the visible version or the chunk is full.
+pub fn append_at(
+    session: &Session,
+    map: &str,
+    tid: pg_sys::ItemPointerData,
+    payload: Jsonb<'_>,
+    max_chunk_bytes: usize,
+) -> Option<Appended> {
+    let [a, b, c, d] = append_params(map, payload, max_chunk_bytes);
+    appended(session, &APPEND_AT, &[a, b, c, d, Param::tid(tid)])
+}
+
+/// The map's lock, without waiting: a row another transaction holds is skipped (not found).
+/// Under REPEATABLE READ and SERIALIZABLE, PostgreSQL raises 40001 when the row was changed by a
+/// transaction that committed after the snapshot.
+const LOCK_STATE: Statement = Statement {
+    name: "lock_state",
+    sql: "SELECT s.ctid, s.chunk_size, s.current_first_seq, s.next_seq, s.current_chunk_size,
+                 s.current_bytes, s.newest_archived_token, s.notify
           FROM chunked_map.map_state AS s
           WHERE s.map = $1
-          FOR UPDATE NOWAIT",
-    params: &[TEXT, INT8],
-    read_only: false,
+          FOR UPDATE SKIP LOCKED",
+    params: &[TEXT],
+    access: Access::Write,
 };
 
 /// The same lock, waiting up to the statement's `lock_timeout` (`chunked_map.lock_timeout`).
+/// Only run after [`LOCK_STATE`] in the same call, so the relation locks it needs are held
+/// already and the only thing it can wait for is the row.
 const LOCK_STATE_WAIT: Statement = Statement {
-    sql: "SELECT s.chunk_size, s.current_first_seq, s.current_chunk_size, s.newest_archived_token
+    name: "lock_state_wait",
+    sql: "SELECT s.ctid, s.chunk_size, s.current_first_seq, s.next_seq, s.current_chunk_size,
+                 s.current_bytes, s.newest_archived_token, s.notify
           FROM chunked_map.map_state AS s
           WHERE s.map = $1
           FOR UPDATE",
     params: &[TEXT],
-    read_only: false,
+    access: Access::Write,
 };
 
-fn map_state(row: &SpiTupleTable<'_>) -> MapState {
+fn map_state(row: &Row<'_>) -> MapState {
     MapState {
-        chunk_size: row.get::<i32>(1).or_raise().unwrap_or_default(),
-        current_first_seq: row.get::<i64>(2).or_raise().unwrap_or_default(),
-        current_chunk_size: row.get::<i32>(3).or_raise().unwrap_or_default(),
-        newest_archived_token: row.get::<String>(4).or_raise(),
+        tid: tid_of(row, 1),
+        chunk_size: row.i32(2).unwrap_or(1),
+        current: CurrentChunk {
+            first_seq: row.i64(3).unwrap_or(1),
+            next_seq: row.i64(4).unwrap_or(1),
+            size: row.i32(5).unwrap_or(1),
+            bytes: row.i64(6).unwrap_or(0),
+        },
+        newest_archived_token: row.text(7),
+        notify: row.bool(8).unwrap_or(false),
     }
 }
 
-/// Takes the map's lock without waiting; `None` when the map was never started. Returns its
-/// state and the next sequence (see [`LOCK_STATE_NOWAIT`] for what `hint` is).
-pub fn lock_state_nowait(client: &SpiClient<'_>, map: &str, hint: i64) -> Option<(MapState, i64)> {
-    let rows = run(client, &LOCK_STATE_NOWAIT, &[arg(map), arg(hint)]).or_raise();
-    if rows.is_empty() {
-        return None;
-    }
-    let row = rows.first();
-    let state = map_state(&row);
-    let next = match row.get::<i64>(5).or_raise() {
-        // an entry at or above the hint is the newest of the chunk
-        Some(newest) => newest + 1,
-        // nothing at or above the hint: an empty chunk, or a hint above the newest record (its
-        // append rolled back), which only a probe from the chunk's start can tell apart
-        None if hint > state.current_first_seq => next_seq(client, map, &state),
-        None => state.current_first_seq,
-    };
-    Some((state, next))
+/// [`LOCK_STATE`]: `None` when the map has no row this transaction can lock now.
+pub fn lock_state(session: &Session, map: &str) -> Option<MapState> {
+    let rows = session.run(&LOCK_STATE, &[Param::of(map)]);
+    rows.first().map(|row| map_state(&row))
 }
 
-/// Takes the map's lock, waiting up to `lock_timeout`; `None` when the map was never started.
-pub fn lock_state_wait(client: &SpiClient<'_>, map: &str) -> Option<MapState> {
-    let rows = run(client, &LOCK_STATE_WAIT, &[arg(map)]).or_raise();
-    (!rows.is_empty()).then(|| map_state(&rows.first()))
+/// [`LOCK_STATE_WAIT`]: `None` when the row went away while waiting (dropped).
+pub fn lock_state_wait(session: &Session, map: &str) -> Option<MapState> {
+    let rows = session.run(&LOCK_STATE_WAIT, &[Param::of(map)]);
+    rows.first().map(|row| map_state(&row))
 }
 
-/// Next sequence of the map: one past the newest record of the current chunk, read with a fresh
-/// snapshot by a caller that holds the map's lock. An index probe bounded below by the chunk's
-/// first sequence, so dead entries of archived chunks are never visited.
-const NEXT_SEQ: Statement = Statement {
-    sql: "SELECT coalesce(max(c.seq) + 1, $2)
+/// Whether the map has a state row, as a writer sees it (see [`Access::Write`]).
+const MAP_VISIBLE_TO_WRITER: Statement = Statement {
+    name: "map_visible_to_writer",
+    sql: "SELECT count(*) FROM chunked_map.map_state AS s WHERE s.map = $1",
+    params: &[TEXT],
+    access: Access::Write,
+};
+
+/// Whether the map has a state row in the calling statement's snapshot, or (run on the latest
+/// snapshot) committed by now.
+const MAP_EXISTS: Statement = Statement {
+    name: "map_exists",
+    sql: "SELECT count(*) FROM chunked_map.map_state AS s WHERE s.map = $1",
+    params: &[TEXT],
+    access: Access::Read,
+};
+
+fn count(rows: crate::spi::Rows<'_>) -> i64 {
+    rows.first().and_then(|row| row.i64(1)).unwrap_or(0)
+}
+
+/// State rows of the map a writer sees: after its own start, under REPEATABLE READ, 2 means the
+/// snapshot still sees a row that a drop committed after it removed.
+pub fn map_rows_visible_to_writer(session: &Session, map: &str) -> i64 {
+    count(session.run(&MAP_VISIBLE_TO_WRITER, &[Param::of(map)]))
+}
+
+pub fn map_exists(session: &Session, map: &str) -> bool {
+    count(session.run(&MAP_EXISTS, &[Param::of(map)])) > 0
+}
+
+pub fn map_exists_now(session: &Session, map: &str) -> bool {
+    count(session.run_on_latest(&MAP_EXISTS, &[Param::of(map)])) > 0
+}
+
+/// Archives records `$2..$3` of the current chunk (all of them, or one piece of a chunk that
+/// holds more bytes than a chunk may) as one immutable row, payloads copied as they are. Ranges
+/// over the current chunk are bounded on both sides, so that a generic plan always probes the
+/// index (an open range may be guessed to match a third of the table and scanned whole).
+const ARCHIVE_CURRENT_RANGE: Statement = Statement {
+    name: "archive_current_range",
+    sql: "INSERT INTO chunked_map.archived_chunk (map, first_seq, chunk_size, prev_token, payloads)
+          SELECT $1, $2, $4, $5, array_agg(c.payload ORDER BY c.seq)
           FROM chunked_map.current_record AS c
-          WHERE c.map = $1 AND c.seq >= $2",
-    params: &[TEXT, INT8],
-    read_only: false,
+          WHERE c.map = $1 AND c.seq >= $2 AND c.seq < $3",
+    params: &[TEXT, INT8, INT8, INT4, TEXT],
+    access: Access::Write,
 };
 
-pub fn next_seq(client: &SpiClient<'_>, map: &str, state: &MapState) -> i64 {
-    first_value(run(client, &NEXT_SEQ, &[arg(map), arg(state.current_first_seq)]).or_raise())
-        .unwrap_or(state.current_first_seq)
-}
-
-/// Adds one record to the current chunk; the caller holds the map's lock and knows the
-/// sequence is next and fits.
-const INSERT_RECORD: Statement = Statement {
-    sql: "INSERT INTO chunked_map.current_record (map, seq, payload) VALUES ($1, $2, $3)",
-    params: &[TEXT, INT8, JSONB],
-    read_only: false,
-};
-
-pub fn insert_record(client: &SpiClient<'_>, map: &str, seq: i64, payload: Jsonb) {
-    run(client, &INSERT_RECORD, &[arg(map), arg(seq), arg(payload)]).or_raise();
-}
-
-/// Appends `payloads[from..=to]` (1-based) to the current chunk in one statement, starting at
-/// `first_seq`. The caller has checked that they fit.
-const APPEND_MANY_TO_CURRENT: Statement = Statement {
-    sql: "INSERT INTO chunked_map.current_record (map, seq, payload)
-          SELECT $1, $2 + u.n - $4, u.payload
-          FROM unnest($3) WITH ORDINALITY AS u(payload, n)
-          WHERE u.n BETWEEN $4 AND $5",
-    params: &[TEXT, INT8, JSONB_ARRAY, INT8, INT8],
-    read_only: false,
-};
-
-pub fn append_many_to_current(
-    client: &SpiClient<'_>,
+pub fn archive_current_range(
+    session: &Session,
     map: &str,
-    first_seq: i64,
-    payloads: JsonbArray,
-    from: i64,
-    to: i64,
+    seqs: std::ops::Range<i64>,
+    chunk_size: i32,
+    prev_token: Option<&str>,
 ) {
-    let args = [arg(map), arg(first_seq), arg(payloads), arg(from), arg(to)];
-    run(client, &APPEND_MANY_TO_CURRENT, &args).or_raise();
+    session.run(
+        &ARCHIVE_CURRENT_RANGE,
+        &[
+            Param::of(map),
+            Param::of(seqs.start),
+            Param::of(seqs.end),
+            Param::of(chunk_size),
+            Param::optional(prev_token),
+        ],
+    );
 }
 
-/// Archives the full current chunk and starts the next one, in one statement: the payloads
-/// become one immutable row (copied as they are, oldest first), the current chunk's rows go,
-/// and the state points at the new chunk. All of it is part of the caller's
-/// transaction. Data-modifying CTEs run once each, with the same snapshot. Ranges over the
-/// current chunk are bounded on both sides: with an open upper bound a generic plan may guess a
-/// third of the table matches and scan all of it (every map's current records and the dead
-/// rows of earlier chunks); a closed range is estimated small and always probes the index.
-const ROLL_OVER: Statement = Statement {
-    sql: "WITH archived AS (
-              INSERT INTO chunked_map.archived_chunk (map, first_seq, chunk_size, prev_token, payloads)
-              SELECT $1, $2, $3, $4, array_agg(c.payload ORDER BY c.seq)
-              FROM chunked_map.current_record AS c
-              WHERE c.map = $1 AND c.seq >= $2 AND c.seq < $2 + $3
-              RETURNING first_seq
-          ), cleared AS (
+/// Sizes of the current chunk's payloads, oldest first: only needed when the chunk holds more
+/// bytes than a chunk may (stored by an earlier version, or the setting was lowered since).
+const CURRENT_PAYLOADS: Statement = Statement {
+    name: "current_payloads",
+    sql: "SELECT c.payload
+          FROM chunked_map.current_record AS c
+          WHERE c.map = $1 AND c.seq >= $2 AND c.seq < $3
+          ORDER BY c.seq",
+    params: &[TEXT, INT8, INT8],
+    access: Access::Write,
+};
+
+pub fn current_payload_sizes(session: &Session, map: &str, seqs: std::ops::Range<i64>) -> Vec<usize> {
+    let rows = session.run(
+        &CURRENT_PAYLOADS,
+        &[Param::of(map), Param::of(seqs.start), Param::of(seqs.end)],
+    );
+    rows.iter()
+        .map(|row| {
+            row.datum(1)
+                // SAFETY: a non-NULL jsonb column.
+                .map(|datum| unsafe { crate::jsonb::payload_bytes(datum) })
+                .unwrap_or(0)
+        })
+        .collect()
+}
+
+/// Ends the current chunk `$2..$3` once its records are archived: removes them and starts the
+/// next chunk at `$3`, with the map's chunk size.
+const CLOSE_CURRENT: Statement = Statement {
+    name: "close_current",
+    sql: "WITH cleared AS (
               DELETE FROM chunked_map.current_record AS c
-              WHERE c.map = $1 AND c.seq >= $2 AND c.seq < $2 + $3
-              RETURNING c.seq
+              WHERE c.map = $1 AND c.seq >= $2 AND c.seq < $3
           )
           UPDATE chunked_map.map_state AS s
-          SET current_first_seq = $2 + $3,
-              current_chunk_size = s.chunk_size,
-              newest_archived_token = $5,
-              archived_chunks = s.archived_chunks + 1
-          WHERE s.map = $1
-          RETURNING s.current_first_seq, s.current_chunk_size",
-    params: &[TEXT, INT8, INT4, TEXT, TEXT],
-    read_only: false,
+          SET next_seq = $3, current_first_seq = $3, current_chunk_size = s.chunk_size,
+              current_bytes = 0, newest_archived_token = $4,
+              archived_chunks = s.archived_chunks + $5
+          WHERE s.ctid = $6 AND s.map = $1
+          RETURNING s.ctid, s.chunk_size, s.current_first_seq, s.next_seq, s.current_chunk_size,
+                    s.current_bytes, s.newest_archived_token, s.notify",
+    params: &[TEXT, INT8, INT8, TEXT, INT8, TID],
+    access: Access::Write,
 };
 
-/// Archives the current chunk under `token`; returns the state of the new current chunk.
-pub fn roll_over(client: &SpiClient<'_>, map: &str, state: &MapState, token: String) -> MapState {
-    let args = [
-        arg(map),
-        arg(state.current_first_seq),
-        arg(state.current_chunk_size),
-        nullable(state.newest_archived_token.clone()),
-        arg(token.clone()),
-    ];
-    let rows = run(client, &ROLL_OVER, &args).or_raise();
-    let row = rows.first();
-    MapState {
-        chunk_size: state.chunk_size,
-        current_first_seq: row.get::<i64>(1).or_raise().unwrap_or_default(),
-        current_chunk_size: row.get::<i32>(2).or_raise().unwrap_or_default(),
-        newest_archived_token: Some(token),
+/// [`CLOSE_CURRENT`]; returns the new state.
+pub fn close_current(
+    session: &Session,
+    map: &str,
+    state: &MapState,
+    newest_token: &str,
+    chunks_archived: i64,
+) -> MapState {
+    let rows = session.run(
+        &CLOSE_CURRENT,
+        &[
+            Param::of(map),
+            Param::of(state.current.first_seq),
+            Param::of(state.current.next_seq),
+            Param::of(newest_token),
+            Param::of(chunks_archived),
+            Param::tid(state.tid),
+        ],
+    );
+    rows.first()
+        .map(|row| map_state(&row))
+        .unwrap_or_else(|| lost_state_row(map))
+}
+
+fn lost_state_row(map: &str) -> ! {
+    crate::error::ChunkedError::Internal {
+        context: format!("the state row of map \"{map}\" changed while this transaction held its lock"),
     }
+    .raise()
+}
+
+/// Archives a full chunk made of payloads given by the caller (a batch append), without passing
+/// them through the current chunk's table.
+const ARCHIVE_PAYLOADS: Statement = Statement {
+    name: "archive_payloads",
+    sql: "INSERT INTO chunked_map.archived_chunk (map, first_seq, chunk_size, prev_token, payloads)
+          VALUES ($1, $2, $3, $4, $5)",
+    params: &[TEXT, INT8, INT4, TEXT, JSONB_ARRAY],
+    access: Access::Write,
+};
+
+pub fn archive_payloads(
+    session: &Session,
+    map: &str,
+    first_seq: i64,
+    chunk_size: i32,
+    prev_token: Option<&str>,
+    payloads: pg_sys::Datum,
+) {
+    session.run(
+        &ARCHIVE_PAYLOADS,
+        &[
+            Param::of(map),
+            Param::of(first_seq),
+            Param::of(chunk_size),
+            Param::optional(prev_token),
+            Param::raw(payloads),
+        ],
+    );
+}
+
+/// Adds payloads to the current chunk, sequences from `$2` on.
+const APPEND_PAYLOADS: Statement = Statement {
+    name: "append_payloads",
+    sql: "INSERT INTO chunked_map.current_record (map, seq, payload)
+          SELECT $1, $2 + u.n - 1, u.payload
+          FROM unnest($3) WITH ORDINALITY AS u(payload, n)",
+    params: &[TEXT, INT8, JSONB_ARRAY],
+    access: Access::Write,
+};
+
+pub fn append_payloads(session: &Session, map: &str, first_seq: i64, payloads: pg_sys::Datum) {
+    session.run(
+        &APPEND_PAYLOADS,
+        &[Param::of(map), Param::of(first_seq), Param::raw(payloads)],
+    );
+}
+
+/// Sets the state after a batch append.
+const ADVANCE_STATE: Statement = Statement {
+    name: "advance_state",
+    sql: "UPDATE chunked_map.map_state AS s
+          SET next_seq = $3, current_first_seq = $4, current_chunk_size = $5, current_bytes = $6,
+              newest_archived_token = $7, archived_chunks = s.archived_chunks + $8
+          WHERE s.ctid = $2 AND s.map = $1
+          RETURNING s.ctid",
+    params: &[TEXT, TID, INT8, INT8, INT4, INT8, TEXT, INT8],
+    access: Access::Write,
+};
+
+/// [`ADVANCE_STATE`] to `state` (its `tid` the version to change), having archived
+/// `chunks_archived` more chunks; returns the new version's address.
+pub fn advance_state(
+    session: &Session,
+    map: &str,
+    state: &MapState,
+    chunks_archived: i64,
+) -> pg_sys::ItemPointerData {
+    let rows = session.run(
+        &ADVANCE_STATE,
+        &[
+            Param::of(map),
+            Param::tid(state.tid),
+            Param::of(state.current.next_seq),
+            Param::of(state.current.first_seq),
+            Param::of(state.current.size),
+            Param::of(state.current.bytes),
+            Param::optional(state.newest_archived_token.as_deref()),
+            Param::of(chunks_archived),
+        ],
+    );
+    rows.first()
+        .map(|row| tid_of(&row, 1))
+        .unwrap_or_else(|| lost_state_row(map))
 }
 
 /// Changes the size of chunks started from now on; an empty current chunk takes it too.
 const SET_CHUNK_SIZE: Statement = Statement {
+    name: "set_chunk_size",
     sql: "UPDATE chunked_map.map_state AS s
-          SET chunk_size = $2,
-              current_chunk_size = CASE WHEN $3 THEN $2 ELSE s.current_chunk_size END
-          WHERE s.map = $1",
-    params: &[TEXT, INT4, pg_sys::BOOLOID],
-    read_only: false,
+          SET chunk_size = $3,
+              current_chunk_size = CASE WHEN s.next_seq = s.current_first_seq
+                                        THEN $3 ELSE s.current_chunk_size END
+          WHERE s.ctid = $2 AND s.map = $1
+          RETURNING s.ctid",
+    params: &[TEXT, TID, INT4],
+    access: Access::Write,
 };
 
-pub fn set_chunk_size(client: &SpiClient<'_>, map: &str, chunk_size: i32, current_is_empty: bool) {
-    run(
-        client,
+pub fn set_chunk_size(
+    session: &Session,
+    map: &str,
+    state: &MapState,
+    chunk_size: i32,
+) -> pg_sys::ItemPointerData {
+    let rows = session.run(
         &SET_CHUNK_SIZE,
-        &[arg(map), arg(chunk_size), arg(current_is_empty)],
-    )
-    .or_raise();
+        &[Param::of(map), Param::tid(state.tid), Param::of(chunk_size)],
+    );
+    rows.first()
+        .map(|row| tid_of(&row, 1))
+        .unwrap_or_else(|| lost_state_row(map))
+}
+
+/// Turns the announcement of committed appends on or off.
+const SET_NOTIFY: Statement = Statement {
+    name: "set_notify",
+    sql: "UPDATE chunked_map.map_state AS s
+          SET notify = $3
+          WHERE s.ctid = $2 AND s.map = $1
+          RETURNING s.ctid",
+    params: &[TEXT, TID, BOOL],
+    access: Access::Write,
+};
+
+pub fn set_notify(
+    session: &Session,
+    map: &str,
+    state: &MapState,
+    enabled: bool,
+) -> pg_sys::ItemPointerData {
+    let rows = session.run(
+        &SET_NOTIFY,
+        &[Param::of(map), Param::tid(state.tid), Param::of(enabled)],
+    );
+    rows.first()
+        .map(|row| tid_of(&row, 1))
+        .unwrap_or_else(|| lost_state_row(map))
+}
+
+/// Removes every row of one map; the caller holds its lock. Runs as the tables' owner (the
+/// functions are SECURITY DEFINER), which is what the history-protecting triggers allow.
+const DROP_MAP: Statement = Statement {
+    name: "drop_map",
+    sql: "WITH archived AS (
+              DELETE FROM chunked_map.archived_chunk AS a WHERE a.map = $1
+          ), current AS (
+              DELETE FROM chunked_map.current_record AS c WHERE c.map = $1
+          )
+          DELETE FROM chunked_map.map_state AS s WHERE s.map = $1",
+    params: &[TEXT],
+    access: Access::Write,
+};
+
+pub fn drop_map(session: &Session, map: &str) {
+    session.run(&DROP_MAP, &[Param::of(map)]);
+}
+
+/// The newest sequence of a map whose appends are announced, if this transaction (or one of its
+/// live subtransactions) wrote its state row: what a committing transaction announces.
+const WRITTEN_BY_THIS_TRANSACTION: Statement = Statement {
+    name: "written_by_this_transaction",
+    sql: "SELECT s.next_seq - 1, s.xmin::text::bigint
+          FROM chunked_map.map_state AS s
+          WHERE s.map = $1 AND s.notify",
+    params: &[TEXT],
+    access: Access::Write,
+};
+
+/// `(newest sequence, xmin of the visible state row)` of a map that announces its appends.
+pub fn announced_state(session: &Session, map: &str) -> Option<(i64, pg_sys::TransactionId)> {
+    let rows = session.run(&WRITTEN_BY_THIS_TRANSACTION, &[Param::of(map)]);
+    rows.first().map(|row| {
+        let xmin = u32::try_from(row.i64(2).unwrap_or(0)).unwrap_or(0);
+        (row.i64(1).unwrap_or(0), pg_sys::TransactionId::from(xmin))
+    })
 }
 
 /// The current page: the current chunk's records newest first, and the newest archived token.
 /// State and records are read by one statement, so they agree.
 const CURRENT_PAGE: Statement = Statement {
+    name: "current_page",
     sql: "SELECT jsonb_build_object(
                  'map', s.map,
                  'page_token', 'current',
                  'records', coalesce(
                      (SELECT jsonb_agg(jsonb_build_object('seq', c.seq, 'payload', c.payload) ORDER BY c.seq DESC)
                       FROM chunked_map.current_record AS c
-                      WHERE c.map = s.map AND c.seq >= s.current_first_seq
-                        AND c.seq < s.current_first_seq + s.current_chunk_size),
+                      WHERE c.map = s.map AND c.seq >= s.current_first_seq AND c.seq < s.next_seq),
                      '[]'::jsonb),
                  'next_page_token', s.newest_archived_token)
           FROM chunked_map.map_state AS s
           WHERE s.map = $1",
     params: &[TEXT],
-    read_only: true,
+    access: Access::Read,
 };
 
+fn first_jsonb<'fcx>(
+    caller: CallerMemory<'fcx>,
+    rows: crate::spi::Rows<'_>,
+) -> Option<Option<Jsonb<'fcx>>> {
+    rows.first()
+        .map(|row| row.datum(1).map(|datum| caller.copy_jsonb(datum)))
+}
+
 /// The current page, `None` when the map was never started.
-pub fn current_page(client: &SpiClient<'_>, map: &str) -> Option<Jsonb> {
-    first_value(run(client, &CURRENT_PAGE, &[arg(map)]).or_raise())
+pub fn current_page<'fcx>(
+    session: &Session,
+    caller: CallerMemory<'fcx>,
+    map: &str,
+) -> Option<Jsonb<'fcx>> {
+    first_jsonb(caller, session.run(&CURRENT_PAGE, &[Param::of(map)])).flatten()
 }
 
 /// An archived page: a function of the stored row alone, hence byte-identical on every read.
 const ARCHIVED_PAGE: Statement = Statement {
+    name: "archived_page",
     sql: "SELECT jsonb_build_object(
                  'map', a.map,
                  'page_token', $3,
@@ -344,115 +617,213 @@ const ARCHIVED_PAGE: Statement = Statement {
           FROM chunked_map.archived_chunk AS a
           WHERE a.map = $1 AND a.first_seq = $2",
     params: &[TEXT, INT8, TEXT],
-    read_only: true,
+    access: Access::Read,
 };
 
 /// The archived page whose first sequence is `first_seq`, `None` when there is none.
-pub fn archived_page(
-    client: &SpiClient<'_>,
+pub fn archived_page<'fcx>(
+    session: &Session,
+    caller: CallerMemory<'fcx>,
     map: &str,
     first_seq: i64,
     token: &str,
-) -> Option<Jsonb> {
-    let args = [arg(map), arg(first_seq), arg(token)];
-    first_value(run(client, &ARCHIVED_PAGE, &args).or_raise())
+) -> Option<Jsonb<'fcx>> {
+    let params = [Param::of(map), Param::of(first_seq), Param::of(token)];
+    first_jsonb(caller, session.run(&ARCHIVED_PAGE, &params)).flatten()
 }
 
-const MAP_EXISTS: Statement = Statement {
-    sql: "SELECT 1 FROM chunked_map.map_state AS s WHERE s.map = $1",
+/// The records of the current chunk, newest first (the current page as rows).
+const CURRENT_RECORDS: Statement = Statement {
+    name: "current_records",
+    sql: "SELECT c.seq, c.payload
+          FROM chunked_map.map_state AS s
+          JOIN chunked_map.current_record AS c
+            ON c.map = s.map AND c.seq >= s.current_first_seq AND c.seq < s.next_seq
+          WHERE s.map = $1
+          ORDER BY c.seq DESC",
     params: &[TEXT],
-    read_only: true,
+    access: Access::Read,
 };
 
-pub fn map_exists(client: &SpiClient<'_>, map: &str) -> bool {
-    !run(client, &MAP_EXISTS, &[arg(map)]).or_raise().is_empty()
-}
-
-/// Removes every row of one map. Runs as the tables' owner (the functions are SECURITY
-/// DEFINER), which is what the history-protecting triggers allow.
-const DROP_MAP: Statement = Statement {
-    sql: "WITH archived AS (
-              DELETE FROM chunked_map.archived_chunk AS a WHERE a.map = $1 RETURNING 1
-          ), current AS (
-              DELETE FROM chunked_map.current_record AS c WHERE c.map = $1 RETURNING 1
-          )
-          DELETE FROM chunked_map.map_state AS s WHERE s.map = $1",
-    params: &[TEXT],
-    read_only: false,
+/// The records of one archived chunk, newest first (an archived page as rows).
+const ARCHIVED_RECORDS: Statement = Statement {
+    name: "archived_records",
+    sql: "SELECT a.first_seq + p.i - 1, p.payload
+          FROM chunked_map.archived_chunk AS a
+          CROSS JOIN LATERAL unnest(a.payloads) WITH ORDINALITY AS p(payload, i)
+          WHERE a.map = $1 AND a.first_seq = $2
+          ORDER BY p.i DESC",
+    params: &[TEXT, INT8],
+    access: Access::Read,
 };
 
-pub fn drop_map(client: &SpiClient<'_>, map: &str) {
-    run(client, &DROP_MAP, &[arg(map)]).or_raise();
+/// Records read from a map, copied into the caller's memory.
+pub type Records<'fcx> = Vec<(i64, Jsonb<'fcx>)>;
+
+fn records<'fcx>(caller: CallerMemory<'fcx>, rows: crate::spi::Rows<'_>) -> Records<'fcx> {
+    rows.iter()
+        .filter_map(|row| {
+            let seq = row.i64(1)?;
+            let payload = row.datum(2)?;
+            Some((seq, caller.copy_jsonb(payload)))
+        })
+        .collect()
 }
 
-/// What `chunked_info` reports, from the state row and one bounded probe of the current chunk.
+pub fn current_records<'fcx>(
+    session: &Session,
+    caller: CallerMemory<'fcx>,
+    map: &str,
+) -> Records<'fcx> {
+    records(caller, session.run(&CURRENT_RECORDS, &[Param::of(map)]))
+}
+
+pub fn archived_records<'fcx>(
+    session: &Session,
+    caller: CallerMemory<'fcx>,
+    map: &str,
+    first_seq: i64,
+) -> Records<'fcx> {
+    records(
+        caller,
+        session.run(&ARCHIVED_RECORDS, &[Param::of(map), Param::of(first_seq)]),
+    )
+}
+
+/// The next sequence of a map, from its state row alone; `None` when the map does not exist.
+const NEXT_SEQ: Statement = Statement {
+    name: "next_seq",
+    sql: "SELECT s.next_seq FROM chunked_map.map_state AS s WHERE s.map = $1",
+    params: &[TEXT],
+    access: Access::Read,
+};
+
+pub fn next_seq(session: &Session, map: &str) -> Option<i64> {
+    let rows = session.run(&NEXT_SEQ, &[Param::of(map)]);
+    rows.first().map(|row| row.i64(1).unwrap_or(1))
+}
+
+/// Records `$2 < seq < $3`, oldest first, at most `$4`: from the archived chunk that holds the
+/// first of them (one probe of the primary key for the greatest first sequence not above it),
+/// the chunks after it up to the end of the range, and the current chunk.
+const READ_FORWARD: Statement = Statement {
+    name: "read_forward",
+    sql: "SELECT r.seq, r.payload
+          FROM (
+              SELECT a.first_seq + p.i - 1 AS seq, p.payload
+              FROM chunked_map.archived_chunk AS a
+              CROSS JOIN LATERAL unnest(a.payloads) WITH ORDINALITY AS p(payload, i)
+              WHERE a.map = $1
+                AND a.first_seq >= coalesce(
+                        (SELECT b.first_seq FROM chunked_map.archived_chunk AS b
+                         WHERE b.map = $1 AND b.first_seq <= $2 + 1
+                         ORDER BY b.first_seq DESC LIMIT 1), 0)
+                AND a.first_seq < $3
+              UNION ALL
+              SELECT c.seq, c.payload
+              FROM chunked_map.current_record AS c
+              WHERE c.map = $1 AND c.seq > $2 AND c.seq < $3
+          ) AS r
+          WHERE r.seq > $2 AND r.seq < $3
+          ORDER BY r.seq
+          LIMIT $4",
+    params: &[TEXT, INT8, INT8, INT8],
+    access: Access::Read,
+};
+
+pub fn read_forward<'fcx>(
+    session: &Session,
+    caller: CallerMemory<'fcx>,
+    map: &str,
+    after_seq: i64,
+    end_seq: i64,
+    max_records: i32,
+) -> Records<'fcx> {
+    let params = [
+        Param::of(map),
+        Param::of(after_seq),
+        Param::of(end_seq),
+        Param::of(i64::from(max_records)),
+    ];
+    records(caller, session.run(&READ_FORWARD, &params))
+}
+
+/// What `chunked_info` reports, from the state row alone.
 const INFO: Statement = Statement {
+    name: "info",
     sql: "SELECT jsonb_build_object(
                  'map', s.map,
                  'chunk_size', s.chunk_size,
-                 'next_seq', n.next_seq,
-                 'current_records', n.next_seq - s.current_first_seq,
+                 'next_seq', s.next_seq,
+                 'current_records', s.next_seq - s.current_first_seq,
                  'archived_chunks', s.archived_chunks,
                  'newest_archived_token', s.newest_archived_token,
-                 'total_records', n.next_seq - 1)
+                 'total_records', s.next_seq - 1,
+                 'notify', s.notify)
           FROM chunked_map.map_state AS s
-          CROSS JOIN LATERAL (
-              SELECT coalesce(max(c.seq) + 1, s.current_first_seq) AS next_seq
-              FROM chunked_map.current_record AS c
-              WHERE c.map = s.map AND c.seq >= s.current_first_seq) AS n
           WHERE s.map = $1",
     params: &[TEXT],
-    read_only: true,
+    access: Access::Read,
 };
 
 /// `chunked_info` of the map, `None` when it was never started.
-pub fn info(client: &SpiClient<'_>, map: &str) -> Option<Jsonb> {
-    first_value(run(client, &INFO, &[arg(map)]).or_raise())
+pub fn info<'fcx>(
+    session: &Session,
+    caller: CallerMemory<'fcx>,
+    map: &str,
+) -> Option<Jsonb<'fcx>> {
+    first_jsonb(caller, session.run(&INFO, &[Param::of(map)])).flatten()
 }
 
 /// One record by sequence: from the current chunk, or from the archived chunk with the greatest
 /// first sequence not above it (one probe of the primary key), at index `seq - first_seq + 1`.
 const GET_RECORD: Statement = Statement {
-    sql: "SELECT CASE WHEN $2 >= s.current_first_seq THEN
+    name: "get_record",
+    sql: "SELECT CASE
+                 WHEN $2 < 1 OR $2 >= s.next_seq THEN NULL
+                 WHEN $2 >= s.current_first_seq THEN
                      (SELECT jsonb_build_object('seq', c.seq, 'payload', c.payload)
                       FROM chunked_map.current_record AS c
                       WHERE c.map = s.map AND c.seq = $2)
                  ELSE
-                     (SELECT jsonb_build_object('seq', $2, 'payload', a.payloads[($2 - a.first_seq + 1)::integer])
+                     (SELECT CASE WHEN $2 < a.first_seq + cardinality(a.payloads) THEN
+                                 jsonb_build_object('seq', $2, 'payload', a.payloads[($2 - a.first_seq + 1)::integer])
+                             END
                       FROM chunked_map.archived_chunk AS a
                       WHERE a.map = s.map AND a.first_seq <= $2
-                        AND $2 < a.first_seq + a.chunk_size
                       ORDER BY a.first_seq DESC
                       LIMIT 1)
                  END
           FROM chunked_map.map_state AS s
           WHERE s.map = $1",
     params: &[TEXT, INT8],
-    read_only: true,
+    access: Access::Read,
 };
 
 /// `Some(None)` when the map exists but has no record `seq`; `None` when the map does not exist.
-pub fn get_record(client: &SpiClient<'_>, map: &str, seq: i64) -> Option<Option<Jsonb>> {
-    let rows = run(client, &GET_RECORD, &[arg(map), arg(seq)]).or_raise();
-    if rows.is_empty() {
-        None
-    } else {
-        Some(rows.first().get_one::<Jsonb>().or_raise())
-    }
+pub fn get_record<'fcx>(
+    session: &Session,
+    caller: CallerMemory<'fcx>,
+    map: &str,
+    seq: i64,
+) -> Option<Option<Jsonb<'fcx>>> {
+    first_jsonb(
+        caller,
+        session.run(&GET_RECORD, &[Param::of(map), Param::of(seq)]),
+    )
 }
 
 /// What `chunked_verify` needs to know of a map; reads its whole history (it is a DBA's tool,
-/// not the append or page path).
+/// not the append or page path), all on one snapshot.
 pub struct StoredMap {
     pub state: Option<StoredState>,
     pub chunks: Vec<StoredChunk>,
-    pub current: CurrentRecords,
+    pub current: Vec<StoredRecord>,
 }
 
 pub struct StoredState {
     pub chunk_size: i32,
-    pub current_first_seq: i64,
-    pub current_chunk_size: i32,
+    pub current: CurrentChunk,
     pub newest_archived_token: Option<String>,
     pub archived_chunks: i64,
 }
@@ -467,24 +838,25 @@ pub struct StoredChunk {
     pub malformed: bool,
 }
 
-pub struct CurrentRecords {
-    pub count: i64,
-    pub min_seq: Option<i64>,
-    pub max_seq: Option<i64>,
+pub struct StoredRecord {
+    pub seq: i64,
+    pub bytes: usize,
 }
 
 const STORED_STATE: Statement = Statement {
-    sql: "SELECT s.chunk_size, s.current_first_seq, s.current_chunk_size,
-                 s.newest_archived_token, s.archived_chunks
+    name: "stored_state",
+    sql: "SELECT s.chunk_size, s.current_first_seq, s.next_seq, s.current_chunk_size,
+                 s.current_bytes, s.newest_archived_token, s.archived_chunks
           FROM chunked_map.map_state AS s
           WHERE s.map = $1",
     params: &[TEXT],
-    read_only: true,
+    access: Access::Read,
 };
 
 const STORED_CHUNKS: Statement = Statement {
-    sql: "SELECT a.first_seq, a.chunk_size, a.prev_token, a.layout,
-                 cardinality(a.payloads),
+    name: "stored_chunks",
+    sql: "SELECT a.first_seq, a.chunk_size, a.prev_token, a.layout::integer,
+                 cardinality(a.payloads)::bigint,
                  array_ndims(a.payloads) IS DISTINCT FROM 1
                      OR array_lower(a.payloads, 1) <> 1
                      OR array_position(a.payloads, NULL) IS NOT NULL
@@ -492,50 +864,134 @@ const STORED_CHUNKS: Statement = Statement {
           WHERE a.map = $1
           ORDER BY a.first_seq",
     params: &[TEXT],
-    read_only: true,
+    access: Access::Read,
 };
 
 const STORED_CURRENT: Statement = Statement {
-    sql: "SELECT count(*), min(c.seq), max(c.seq)
+    name: "stored_current",
+    sql: "SELECT c.seq, c.payload
           FROM chunked_map.current_record AS c
-          WHERE c.map = $1",
+          WHERE c.map = $1
+          ORDER BY c.seq",
     params: &[TEXT],
-    read_only: true,
+    access: Access::Read,
 };
 
-pub fn stored_map(client: &SpiClient<'_>, map: &str) -> StoredMap {
-    let state_rows = run(client, &STORED_STATE, &[arg(map)]).or_raise();
-    let state = (!state_rows.is_empty()).then(|| {
-        let row = state_rows.first();
-        StoredState {
-            chunk_size: row.get::<i32>(1).or_raise().unwrap_or_default(),
-            current_first_seq: row.get::<i64>(2).or_raise().unwrap_or_default(),
-            current_chunk_size: row.get::<i32>(3).or_raise().unwrap_or_default(),
-            newest_archived_token: row.get::<String>(4).or_raise(),
-            archived_chunks: row.get::<i64>(5).or_raise().unwrap_or_default(),
-        }
+pub fn stored_map(session: &Session, map: &str) -> StoredMap {
+    let state_rows = session.run(&STORED_STATE, &[Param::of(map)]);
+    let state = state_rows.first().map(|row| StoredState {
+        chunk_size: row.i32(1).unwrap_or_default(),
+        current: CurrentChunk {
+            first_seq: row.i64(2).unwrap_or_default(),
+            next_seq: row.i64(3).unwrap_or_default(),
+            size: row.i32(4).unwrap_or_default(),
+            bytes: row.i64(5).unwrap_or_default(),
+        },
+        newest_archived_token: row.text(6),
+        archived_chunks: row.i64(7).unwrap_or_default(),
     });
-    let chunks = run(client, &STORED_CHUNKS, &[arg(map)])
-        .or_raise()
+    drop(state_rows);
+    let chunk_rows = session.run(&STORED_CHUNKS, &[Param::of(map)]);
+    let chunks = chunk_rows
+        .iter()
         .map(|row| StoredChunk {
-            first_seq: row.get::<i64>(1).or_raise().unwrap_or_default(),
-            chunk_size: row.get::<i32>(2).or_raise().unwrap_or_default(),
-            prev_token: row.get::<String>(3).or_raise(),
-            layout: row.get::<i16>(4).or_raise().unwrap_or_default(),
-            record_count: row.get::<i32>(5).or_raise().map_or(0, i64::from),
-            malformed: row.get::<bool>(6).or_raise().unwrap_or(true),
+            first_seq: row.i64(1).unwrap_or_default(),
+            chunk_size: row.i32(2).unwrap_or_default(),
+            prev_token: row.text(3),
+            layout: i16::try_from(row.i32(4).unwrap_or_default()).unwrap_or(-1),
+            record_count: row.i64(5).unwrap_or(0),
+            malformed: row.bool(6).unwrap_or(true),
         })
         .collect();
-    let current_rows = run(client, &STORED_CURRENT, &[arg(map)]).or_raise();
-    let row = current_rows.first();
-    let current = CurrentRecords {
-        count: row.get::<i64>(1).or_raise().unwrap_or_default(),
-        min_seq: row.get::<i64>(2).or_raise(),
-        max_seq: row.get::<i64>(3).or_raise(),
-    };
+    drop(chunk_rows);
+    let current_rows = session.run(&STORED_CURRENT, &[Param::of(map)]);
+    let current = current_rows
+        .iter()
+        .map(|row| StoredRecord {
+            seq: row.i64(1).unwrap_or_default(),
+            // SAFETY: a non-NULL jsonb column.
+            bytes: row
+                .datum(2)
+                .map(|datum| unsafe { crate::jsonb::payload_bytes(datum) })
+                .unwrap_or(0),
+        })
+        .collect();
     StoredMap {
         state,
         chunks,
         current,
+    }
+}
+
+/// Every statement, for the test that their names (the keys of the kept plans) are unique.
+#[cfg(test)]
+pub const ALL: &[&Statement] = &[
+    &START,
+    &TRY_NAME_LOCK,
+    &NAME_LOCK_WAIT,
+    &APPEND,
+    &APPEND_AT,
+    &LOCK_STATE,
+    &LOCK_STATE_WAIT,
+    &MAP_VISIBLE_TO_WRITER,
+    &MAP_EXISTS,
+    &ARCHIVE_CURRENT_RANGE,
+    &CURRENT_PAYLOADS,
+    &CLOSE_CURRENT,
+    &ARCHIVE_PAYLOADS,
+    &APPEND_PAYLOADS,
+    &ADVANCE_STATE,
+    &SET_CHUNK_SIZE,
+    &SET_NOTIFY,
+    &DROP_MAP,
+    &WRITTEN_BY_THIS_TRANSACTION,
+    &CURRENT_PAGE,
+    &ARCHIVED_PAGE,
+    &CURRENT_RECORDS,
+    &ARCHIVED_RECORDS,
+    &NEXT_SEQ,
+    &READ_FORWARD,
+    &INFO,
+    &GET_RECORD,
+    &STORED_STATE,
+    &STORED_CHUNKS,
+    &STORED_CURRENT,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statement_names_are_unique_keys() {
+        let mut names: Vec<&str> = ALL.iter().map(|s| s.name).collect();
+        names.sort_unstable();
+        let before = names.len();
+        names.dedup();
+        assert_eq!(before, names.len());
+    }
+
+    #[test]
+    fn every_table_is_schema_qualified() {
+        let tables = [
+            ("map_state", "chunked_map."),
+            ("current_record", "chunked_map."),
+            ("archived_chunk", "chunked_map."),
+        ];
+        for statement in ALL {
+            for (table, schema) in tables {
+                for (at, _) in statement.sql.match_indices(table) {
+                    let after = statement.sql[at + table.len()..].chars().next();
+                    if after.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                        continue; // a longer name, such as the column archived_chunks
+                    }
+                    assert!(
+                        statement.sql[..at].ends_with(schema),
+                        "{}: {table} is not qualified",
+                        statement.name
+                    );
+                }
+            }
+        }
     }
 }

@@ -2,31 +2,33 @@
 //! and reports (never raises) what it finds wrong.
 //!
 //! A consistent map: archived chunks start at 1 and follow each other without gap or overlap,
-//! each holds exactly its size of payloads; the token chain from the state's
+//! each holds at least one and at most its size of payloads; the token chain from the state's
 //! newest token back through `prev_token` visits every archived chunk once, newest to oldest,
 //! and ends at a chunk with no previous token; the current chunk continues the sequence without
-//! gap and holds no more than its size; the state row agrees with all of that.
+//! gap, holds no more than its size, and the state row's next sequence and byte count agree
+//! with it. Everything is read on one snapshot, so a map being appended to concurrently is
+//! judged as it was at that moment.
 
 use std::collections::HashMap;
 
-use pgrx::prelude::*;
 use serde_json::json;
 
-use crate::error::ChunkedError;
+use crate::error::{ChunkedError, CHUNK_SIZE_RANGE};
 use crate::input::MapName;
-use crate::report;
+use crate::spi;
 use crate::store::{self, StoredMap};
 use crate::token::{archived_token, PageToken};
 
 pub fn verify(map: MapName<'_>) -> serde_json::Value {
-    let stored = Spi::connect(|client| store::stored_map(client, map.as_str()));
-    if stored.state.is_none() && stored.chunks.is_empty() && stored.current.count == 0 {
-        report::raise(&ChunkedError::MapNotStarted {
+    let stored = spi::connect(|session| store::stored_map(session, map.as_str()));
+    if stored.state.is_none() && stored.chunks.is_empty() && stored.current.is_empty() {
+        ChunkedError::MapNotStarted {
             map: map.as_str().to_owned(),
-        });
+        }
+        .raise();
     }
     let problems = problems(&stored);
-    let current_records = stored.current.count;
+    let current_records = stored.current.len() as i64;
     let archived_records: i64 = stored.chunks.iter().map(|c| c.record_count.max(0)).sum();
     json!({
         "map": map.as_str(),
@@ -49,13 +51,13 @@ fn problems(stored: &StoredMap) -> Vec<String> {
                 chunk.first_seq
             ));
         }
-        if !(1..=10_000).contains(&chunk.chunk_size) {
+        if !CHUNK_SIZE_RANGE.contains(&chunk.chunk_size) {
             problems.push(format!(
                 "archived chunk {token} has size {}",
                 chunk.chunk_size
             ));
         }
-        if chunk.record_count != i64::from(chunk.chunk_size) {
+        if chunk.record_count < 1 || chunk.record_count > i64::from(chunk.chunk_size) {
             problems.push(format!(
                 "archived chunk {token} holds {} records, its size is {}",
                 chunk.record_count, chunk.chunk_size
@@ -72,17 +74,18 @@ fn problems(stored: &StoredMap) -> Vec<String> {
                 chunk.layout
             ));
         }
-        expected_first = chunk.first_seq.saturating_add(i64::from(chunk.chunk_size));
+        expected_first = chunk.first_seq.saturating_add(chunk.record_count.max(1));
     }
     problems.extend(chain_problems(stored));
 
     match &stored.state {
         None => problems.push("the map's state row is missing".into()),
         Some(state) => {
-            if state.current_first_seq != expected_first {
+            let current = &state.current;
+            if current.first_seq != expected_first {
                 problems.push(format!(
                     "the current chunk starts at sequence {}, expected {expected_first}",
-                    state.current_first_seq
+                    current.first_seq
                 ));
             }
             let newest = stored.chunks.last().map(|c| archived_token(c.first_seq));
@@ -100,25 +103,38 @@ fn problems(stored: &StoredMap) -> Vec<String> {
                     stored.chunks.len()
                 ));
             }
-            if !(1..=10_000).contains(&state.chunk_size) {
+            if !CHUNK_SIZE_RANGE.contains(&state.chunk_size) {
                 problems.push(format!("the map's chunk size is {}", state.chunk_size));
             }
-            let current = &stored.current;
-            if current.count > i64::from(state.current_chunk_size) {
+            let records = &stored.current;
+            let count = records.len() as i64;
+            if count > i64::from(current.size) {
                 problems.push(format!(
-                    "the current chunk holds {} records, its size is {}",
-                    current.count, state.current_chunk_size
+                    "the current chunk holds {count} records, its size is {}",
+                    current.size
                 ));
             }
-            if let (Some(min), Some(max)) = (current.min_seq, current.max_seq) {
-                if min != state.current_first_seq || max - min + 1 != current.count {
-                    problems.push(format!(
-                        "the current chunk holds sequences {min}..{max} ({} records), expected {}..{}",
-                        current.count,
-                        state.current_first_seq,
-                        state.current_first_seq + current.count - 1
-                    ));
-                }
+            let contiguous = records
+                .iter()
+                .enumerate()
+                .all(|(i, record)| record.seq == current.first_seq + i as i64);
+            if !contiguous || current.next_seq != current.first_seq + count {
+                let held = match (records.first(), records.last()) {
+                    (Some(min), Some(max)) => format!("sequences {}..{}", min.seq, max.seq),
+                    _ => "no sequence".to_owned(),
+                };
+                problems.push(format!(
+                    "the current chunk holds {held} ({count} records), the state expects {}..{}",
+                    current.first_seq,
+                    current.next_seq - 1
+                ));
+            }
+            let bytes: i64 = records.iter().map(|r| r.bytes as i64).sum();
+            if bytes != current.bytes {
+                problems.push(format!(
+                    "the current chunk holds {bytes} payload bytes, the state counts {}",
+                    current.bytes
+                ));
             }
         }
     }

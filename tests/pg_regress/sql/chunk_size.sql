@@ -1,7 +1,7 @@
 -- Chunk size is part of the stored layout: chunks keep the size they were started with, and
 -- paging across chunks of different sizes needs no arithmetic on tokens.
 \i setup.psql
-\set VERBOSITY verbose
+\set VERBOSITY default
 
 SELECT chunked_start('m', 100);
 SELECT count(chunked_register('m', jsonb_build_object('n', n))) FROM generate_series(1, 150) AS n;
@@ -41,7 +41,12 @@ SELECT chunked_verify('m') ->> 'consistent' AS m_consistent,
 
 -- errors
 SELECT chunked_set_chunk_size('m', 0);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT chunked_set_chunk_size('m', 10001);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT chunked_set_chunk_size('m', NULL);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT chunked_set_chunk_size(NULL, 5);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT chunked_set_chunk_size('nobody', 5);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE

@@ -1,6 +1,6 @@
 -- chunked_info, chunked_records, chunked_get: reading a map without walking it.
 \i setup.psql
-\set VERBOSITY verbose
+\set VERBOSITY default
 
 SELECT chunked_start('m', 4);
 SELECT chunked_info('m');
@@ -21,14 +21,26 @@ FROM generate_series(1, 10) AS s;
 
 -- errors: the same as chunked_page for records; a sequence never assigned is 42704
 SELECT * FROM chunked_records('m', '3');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT * FROM chunked_records('m', '00000000000000000002');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT * FROM chunked_records('nobody');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT * FROM chunked_records(NULL);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT chunked_get('m', 0);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT chunked_get('m', 11);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT chunked_get('m', -1);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT chunked_get('m', NULL);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT chunked_get('nobody', 1);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT chunked_info('nobody');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT chunked_info(NULL);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT chunked_info('');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE

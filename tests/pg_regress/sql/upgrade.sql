@@ -1,28 +1,55 @@
--- ALTER EXTENSION chunked_map UPDATE on a database holding 0.1.0 data.
--- (tests/cluster/tests/upgrade.rs compares the upgraded catalog with a fresh 0.2.0 install.)
+-- ALTER EXTENSION chunked_map UPDATE on a database holding what the 0.2.0 build wrote
+-- (tests/fixtures): every page that build served reads byte-identical after the upgrade, and
+-- appends go on where it left off. (tests/cluster/tests/upgrade.rs also upgrades from 0.1.0
+-- and compares the upgraded catalog with a fresh install's.)
 SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS chunked_map CASCADE;
 RESET client_min_messages;
-CREATE EXTENSION chunked_map VERSION '0.1.0';
+CREATE EXTENSION chunked_map VERSION '0.2.0';
+\i ../fixtures/chunked_map-0.2.0-data.sql
 SET search_path = chunked_map, public;
 SELECT extversion FROM pg_extension WHERE extname = 'chunked_map';
-SELECT chunked_start('old', 3);
-SELECT count(chunked_register('old', jsonb_build_object('n', n))) FROM generate_series(1, 8) AS n;
-CREATE TEMP TABLE pages_before AS
-    SELECT t.token, chunked_page('old', t.token)::text AS page
-    FROM unnest(ARRAY['current', '00000000000000000004', '00000000000000000001']) AS t(token);
-SELECT count(*) FROM pg_proc WHERE proname = 'chunked_info';
+
+-- until the update, the new library refuses to run against the old tables, and says why
+SELECT chunked_page('subs');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 
 ALTER EXTENSION chunked_map UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'chunked_map';
-SELECT t.token, chunked_page('old', t.token)::text = t.page AS identical FROM pages_before AS t;
-SELECT chunked_info('old');
-SELECT chunked_get('old', 2), chunked_get('old', 8);
-SELECT * FROM chunked_records('old', '00000000000000000004');
-SELECT chunked_verify('old');
-SELECT chunked_set_chunk_size('old', 2);
-SELECT chunked_register('old', '{"n": 9}', 8);
-SELECT chunked_register_many('old', ARRAY['{"n": 10}', '{"n": 11}', '{"n": 12}']::jsonb[]);
-SELECT t.token, chunked_page('old', t.token)::text = t.page AS identical FROM pages_before AS t
-WHERE t.token <> 'current';
-SELECT chunked_verify('old') -> 'consistent' AS consistent;
+
+-- every page 0.2.0 served, byte for byte
+\set pages `cat ../fixtures/chunked_map-0.2.0-pages.json`
+SELECT count(*) AS pages,
+       count(*) FILTER (WHERE chunked_page(p ->> 'map', p ->> 'token')::text = p ->> 'page') AS identical
+FROM jsonb_array_elements(:'pages'::jsonb) AS p;
+
+-- the state row now holds the next sequence and the current chunk's bytes, as 0.2.0 derived them
+SELECT s.map, s.next_seq, s.current_first_seq, s.current_bytes > 0 AS has_bytes,
+       chunked_verify(s.map) -> 'consistent' AS consistent
+FROM chunked_map.map_state AS s ORDER BY s.map COLLATE "C";
+
+-- appends continue at the next sequence, rolling over as before; old pages stay as they were
+SELECT chunked_register('full', '{"f": 9}');
+SELECT chunked_register('subs', '{"n": 24}', 23);
+SELECT count(*) FROM chunked_register_many('many', ARRAY(SELECT jsonb_build_object('m', n) FROM generate_series(41, 50) AS n));
+SELECT chunked_register('empty', '{}');
+SELECT chunked_register('café ☕', '"more"');
+SELECT p ->> 'map' AS map, p ->> 'token' AS token
+FROM jsonb_array_elements(:'pages'::jsonb) AS p
+WHERE p ->> 'token' <> 'current'
+  AND chunked_page(p ->> 'map', p ->> 'token')::text IS DISTINCT FROM p ->> 'page';
+SELECT chunked_info('full');
+SELECT * FROM chunked_read('many', 33, 20);
+SELECT s.map, chunked_verify(s.map) -> 'consistent' AS consistent
+FROM chunked_map.map_state AS s ORDER BY s.map COLLATE "C";
+
+-- direct INSERT is now refused to anyone but the owner
+CREATE ROLE chunked_map_upgrade_intruder;
+GRANT USAGE ON SCHEMA chunked_map TO chunked_map_upgrade_intruder;
+GRANT ALL ON ALL TABLES IN SCHEMA chunked_map TO chunked_map_upgrade_intruder;
+SET ROLE chunked_map_upgrade_intruder;
+INSERT INTO chunked_map.current_record VALUES ('subs', 999, '{}');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+RESET ROLE;
+DROP OWNED BY chunked_map_upgrade_intruder;
+DROP ROLE chunked_map_upgrade_intruder;

@@ -1,6 +1,6 @@
 -- Optimistic appends and batch appends.
 \i setup.psql
-\set VERBOSITY verbose
+\set VERBOSITY default
 
 -- chunked_register(map, payload, expected_last_seq): appends only after that sequence
 SELECT chunked_start('m', 2);
@@ -8,10 +8,14 @@ SELECT chunked_register('m', '{"try": 1}', 0);
 SELECT chunked_register('m', '{"try": 2}', 1);
 -- a client that retries after an ambiguous commit learns that its append happened
 SELECT chunked_register('m', '{"try": 2}', 1);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT chunked_register('m', '{"try": 3}', 5);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT chunked_register('m', '{"try": 3}', 2);
 SELECT chunked_register('m', '{"try": 4}', NULL);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT chunked_register('nobody', '{}', 0);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT * FROM chunked_records('m');
 
 -- chunked_register_many: in order, contiguous, across as many rollovers as it fills
@@ -26,11 +30,15 @@ FROM pg_temp.pages('batch') ORDER BY depth;
 SELECT chunked_verify('batch');
 -- a bad element changes nothing
 SELECT chunked_register_many('batch', ARRAY['{}', NULL]::jsonb[]);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SET chunked_map.max_payload_bytes = 64;
 SELECT chunked_register_many('batch', ARRAY['{}', jsonb_build_object('x', repeat('x', 100))]);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 RESET chunked_map.max_payload_bytes;
 SELECT chunked_register_many('batch', NULL);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT chunked_register_many('nobody', ARRAY['{}']::jsonb[]);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT chunked_info('batch') -> 'next_seq' AS next_seq;
 
 -- a dropped map started again in the same session begins again at 1

@@ -1,0 +1,76 @@
+-- chunked_map 0.2.0 -> 0.3.0. The state row becomes the truth about each map's current chunk
+-- (its next sequence and payload bytes, advanced by every append under the map's lock), direct
+-- INSERT joins the guarded DML, chunked_records reads rows without building a page, and
+-- chunked_read / chunked_set_notify arrive. Archived chunks are not touched: every page reads
+-- byte-identical after the upgrade. tests/cluster/tests/upgrade.rs checks that an upgraded
+-- database ends up with exactly the catalog of a fresh 0.3.0 install.
+\echo Use "ALTER EXTENSION chunked_map UPDATE TO '0.3.0'" to load this file. \quit
+
+-- Map names, tokens and messages are UTF-8 in the library (see bootstrap.sql).
+DO $$
+BEGIN
+    IF pg_catalog.getdatabaseencoding() <> 'UTF8' THEN
+        RAISE EXCEPTION 'chunked_map requires a database with encoding UTF8; database "%" uses %',
+                pg_catalog.current_database(), pg_catalog.getdatabaseencoding()
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Create the database with ENCODING ''UTF8'' (for example CREATE DATABASE ... ENCODING ''UTF8'' TEMPLATE template0) and install chunked_map there.';
+    END IF;
+END
+$$;
+
+-- The next sequence is what 0.2.0 derived: one past the newest record of the current chunk.
+-- A payload's bytes are its binary jsonb size, the measure an append counts (a value parsed
+-- from its own text has exactly the stored value's binary form).
+ALTER TABLE chunked_map.map_state
+    ADD COLUMN next_seq bigint,
+    ADD COLUMN current_bytes bigint NOT NULL DEFAULT 0,
+    ADD COLUMN notify boolean NOT NULL DEFAULT false;
+UPDATE chunked_map.map_state AS s
+SET next_seq = c.next_seq, current_bytes = c.bytes
+FROM (SELECT m.map,
+             coalesce(max(r.seq) + 1, m.current_first_seq) AS next_seq,
+             coalesce(sum(pg_catalog.pg_column_size(r.payload::text::jsonb) - 4), 0) AS bytes
+      FROM chunked_map.map_state AS m
+      LEFT JOIN chunked_map.current_record AS r ON r.map = m.map AND r.seq >= m.current_first_seq
+      GROUP BY m.map, m.current_first_seq) AS c
+WHERE c.map = s.map;
+ALTER TABLE chunked_map.map_state
+    ALTER COLUMN next_seq SET NOT NULL,
+    ADD CONSTRAINT map_state_next_seq_check CHECK (next_seq >= current_first_seq),
+    ADD CONSTRAINT map_state_current_bytes_check CHECK (current_bytes >= 0),
+    SET (fillfactor = 70);
+
+-- chunked_records reads rows itself (also the rows of a chunk too large for one jsonb page).
+CREATE OR REPLACE FUNCTION chunked_map.chunked_records(map text, page_token text DEFAULT 'current')
+RETURNS TABLE (seq bigint, payload jsonb)
+STABLE SECURITY DEFINER PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_records_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_read(map text, after_seq bigint DEFAULT 0, max_records integer DEFAULT 100)
+RETURNS TABLE (seq bigint, payload jsonb)
+STABLE SECURITY DEFINER PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_read_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_set_notify(map text, enabled boolean)
+RETURNS void
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_set_notify_wrapper';
+
+-- Direct INSERT by anyone but the owner is refused like UPDATE, DELETE and TRUNCATE.
+DROP TRIGGER archived_chunk_is_immutable ON chunked_map.archived_chunk;
+DROP TRIGGER current_record_is_append_only ON chunked_map.current_record;
+DROP TRIGGER map_state_is_kept ON chunked_map.map_state;
+CREATE TRIGGER archived_chunk_is_immutable
+    BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON chunked_map.archived_chunk
+    FOR EACH STATEMENT EXECUTE FUNCTION chunked_map.chunked_forbid_rewrite();
+CREATE TRIGGER current_record_is_append_only
+    BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON chunked_map.current_record
+    FOR EACH STATEMENT EXECUTE FUNCTION chunked_map.chunked_forbid_rewrite();
+CREATE TRIGGER map_state_is_kept
+    BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON chunked_map.map_state
+    FOR EACH STATEMENT EXECUTE FUNCTION chunked_map.chunked_forbid_rewrite();
+
+REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA chunked_map FROM PUBLIC;

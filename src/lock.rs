@@ -1,0 +1,145 @@
+//! Taking a map's lock: the one place that decides whether a write may go on, and what the
+//! caller is told when it may not.
+//!
+//! A map's lock is a row lock on its state row, taken with `FOR UPDATE SKIP LOCKED`: it never
+//! waits, and a row another transaction holds is simply not returned. When no row comes back,
+//! a second look tells why, and each answer has its own error:
+//! - the map has a row this transaction's snapshot sees: another transaction holds it, 40001
+//!   "locked by a concurrent append" (after waiting up to `chunked_map.lock_timeout`, if set);
+//! - REPEATABLE READ or SERIALIZABLE, and a row committed after the snapshot: 40001 "started or
+//!   dropped ... after this transaction's snapshot";
+//! - no row at all: the map does not exist.
+//!
+//! Under REPEATABLE READ and SERIALIZABLE, a row changed by a transaction that committed after
+//! the snapshot makes PostgreSQL itself raise 40001 ("could not serialize access due to
+//! concurrent update") when the lock is taken: since every write changes the state row, no
+//! writer ever acts on a map its snapshot sees out of date. That error reaches the caller as
+//! PostgreSQL raised it.
+//!
+//! A map's name is locked too (a transaction-scoped advisory lock) by `chunked_start` and
+//! `chunked_drop`, which may have no row to lock: so that a start never waits behind a drop or
+//! another start of the same name that has not committed yet.
+
+use std::ffi::CString;
+use std::panic::AssertUnwindSafe;
+
+use pgrx::pg_sys::panic::CaughtError;
+use pgrx::prelude::*;
+
+use crate::error::{ChunkedError, Held};
+use crate::guc;
+use crate::input::MapName;
+use crate::spi::Session;
+use crate::store::{self, MapState};
+
+/// How many times a wait that ends with the row gone (dropped, perhaps started again) is tried
+/// again before the caller is told to retry.
+const ATTEMPTS: usize = 3;
+
+/// Takes the map's lock and returns its state; `None` when the map does not exist.
+pub fn lock_map(session: &Session, map: MapName<'_>) -> Option<MapState> {
+    for _ in 0..ATTEMPTS {
+        if let Some(state) = store::lock_state(session, map.as_str()) {
+            return Some(state);
+        }
+        if store::map_rows_visible_to_writer(session, map.as_str()) == 0 {
+            return absent(session, map);
+        }
+        let Some(ms) = guc::lock_timeout_ms() else {
+            locked(map, Held::Now)
+        };
+        if let Some(state) = wait_for_lock(session, map, ms) {
+            return Some(state);
+        }
+        // the row went away while we waited: a drop committed; look again
+    }
+    locked(map, Held::Now)
+}
+
+/// Takes the map's lock, raising 42704 when the map does not exist.
+pub fn lock_existing_map(session: &Session, map: MapName<'_>) -> MapState {
+    lock_map(session, map).unwrap_or_else(|| {
+        ChunkedError::MapNotStarted {
+            map: map.as_str().to_owned(),
+        }
+        .raise()
+    })
+}
+
+/// No row in this transaction's snapshot: under REPEATABLE READ or SERIALIZABLE, one committed
+/// since means the snapshot is out of date for this map.
+fn absent(session: &Session, map: MapName<'_>) -> Option<MapState> {
+    if uses_transaction_snapshot() && store::map_exists_now(session, map.as_str()) {
+        ChunkedError::ChangedAfterSnapshot {
+            map: map.as_str().to_owned(),
+        }
+        .raise();
+    }
+    None
+}
+
+/// Takes the lock of the map's name: without waiting, or up to `chunked_map.lock_timeout`.
+pub fn lock_name(session: &Session, map: MapName<'_>) {
+    if store::try_name_lock(session, map.as_str()) {
+        return;
+    }
+    match guc::lock_timeout_ms() {
+        None => locked(map, Held::Now),
+        Some(ms) => waiting_up_to(map, ms, || store::name_lock_wait(session, map.as_str())),
+    }
+}
+
+/// Whether the transaction reads with one snapshot (REPEATABLE READ, SERIALIZABLE).
+pub fn uses_transaction_snapshot() -> bool {
+    // SAFETY: reading the transaction's isolation level.
+    unsafe { pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32 }
+}
+
+fn locked(map: MapName<'_>, held: Held) -> ! {
+    ChunkedError::Locked {
+        map: map.as_str().to_owned(),
+        held,
+    }
+    .raise()
+}
+
+/// Waits for the row lock, up to `ms`. The lock statement that came before in this call holds
+/// the relation locks this one needs, so what it can time out on is the row, nothing else.
+fn wait_for_lock(session: &Session, map: MapName<'_>, ms: i32) -> Option<MapState> {
+    waiting_up_to(map, ms, || store::lock_state_wait(session, map.as_str()))
+}
+
+/// Runs `wait` with the server's `lock_timeout` set to `ms` (restored afterwards; an error
+/// restores it as part of the transaction's abort), reporting a timeout or a deadlock as the
+/// map being locked. Only for statements whose only wait is the map's lock.
+fn waiting_up_to<R>(map: MapName<'_>, ms: i32, wait: impl FnOnce() -> R) -> R {
+    let value = CString::new(format!("{ms}ms")).unwrap_or_default();
+    // SAFETY: the same calls fmgr makes for a function's SET clause; the nest level confines
+    // the change to this wait.
+    let nest_level = unsafe {
+        let level = pg_sys::NewGUCNestLevel();
+        pg_sys::set_config_option(
+            c"lock_timeout".as_ptr(),
+            value.as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            0,
+            false,
+        );
+        level
+    };
+    // The handlers only raise: there is no subtransaction to recover in.
+    let result = PgTryBuilder::new(AssertUnwindSafe(wait))
+        .catch_when(PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, |_: CaughtError| {
+            locked(map, Held::For(ms))
+        })
+        .catch_when(PgSqlErrorCode::ERRCODE_T_R_DEADLOCK_DETECTED, |_: CaughtError| {
+            locked(map, Held::Deadlock)
+        })
+        .execute();
+    // SAFETY: closes the nest level opened above.
+    unsafe { pg_sys::AtEOXact_GUC(true, nest_level) };
+    result
+}
