@@ -29,6 +29,8 @@ pub enum Held {
     For(i32),
     /// Waiting for it would have deadlocked (only possible while waiting).
     Deadlock,
+    /// Another transaction is starting or dropping a map of that name.
+    StartOrDrop,
 }
 
 /// Which setting limits a payload's size.
@@ -171,6 +173,7 @@ impl ChunkedError {
                 Held::Now => "Another open transaction is writing to this map; writes to one map are serialized.".into(),
                 Held::For(ms) => format!("It stayed locked for chunked_map.lock_timeout ({ms} ms)."),
                 Held::Deadlock => "Waiting for it would have deadlocked with another transaction.".into(),
+                Held::StartOrDrop => "Another open transaction is starting or dropping a map of this name.".into(),
             }),
             MalformedToken { .. } => Some(format!(
                 "A page token is \"current\" or exactly {TOKEN_DIGITS} ASCII decimal digits."

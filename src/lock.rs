@@ -84,7 +84,7 @@ pub fn lock_name(session: &Session, map: MapName<'_>) {
         return;
     }
     match guc::lock_timeout_ms() {
-        None => locked(map, Held::Now),
+        None => locked(map, Held::StartOrDrop),
         Some(ms) => waiting_up_to(map, ms, || store::name_lock_wait(session, map.as_str())),
     }
 }

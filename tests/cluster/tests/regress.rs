@@ -1,5 +1,9 @@
-//! Runs the pg_regress suite (tests/pg_regress) against a throw-away cluster: psql sessions
-//! whose output, errors and SQLSTATEs included, must match the committed expected files.
+//! Runs the suites PostgreSQL's own test runners drive, each against a throw-away cluster:
+//! - `tests/pg_regress`: psql sessions whose output, errors included, must match the committed
+//!   expected files (`pg_regress`);
+//! - `tests/isolation`: interleavings of several sessions in a given order, one spec per
+//!   interleaving (`pg_isolation_regress`, PostgreSQL's isolation tester).
+//!
 //! With CHUNKED_MAP_REGRESS_ACCEPT=1 the actual output is copied over the expected files
 //! instead (then read the diff before committing it).
 
@@ -8,16 +12,29 @@ use std::process::Command;
 
 use chunked_map_cluster_tests::{repo_root, Cluster, SUPERUSER};
 
-const PG_REGRESS: &str = "/usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress";
+const PGXS_TEST: &str = "/usr/lib/postgresql/15/lib/pgxs/src/test";
 
 #[test]
 fn pg_regress_output_matches_the_expected_files() {
+    run_suite("regress/pg_regress", "pg_regress", "chunked_map_regress");
+}
+
+#[test]
+fn isolation_specs_match_the_expected_files() {
+    run_suite(
+        "isolation/pg_isolation_regress",
+        "isolation",
+        "chunked_map_isolation",
+    );
+}
+
+fn run_suite(runner: &str, suite: &str, database: &str) {
     let cluster = Cluster::start();
-    let suite = repo_root().join("tests/pg_regress");
-    let output_dir = cluster.socket_dir().join("regress");
+    let suite = repo_root().join("tests").join(suite);
+    let output_dir = cluster.socket_dir().join("results-dir");
     std::fs::create_dir_all(&output_dir).expect("output directory");
 
-    let status = Command::new(PG_REGRESS)
+    let status = Command::new(Path::new(PGXS_TEST).join(runner))
         .arg(format!("--inputdir={}", suite.display()))
         .arg(format!("--outputdir={}", output_dir.display()))
         .arg(format!("--schedule={}", suite.join("schedule").display()))
@@ -25,11 +42,11 @@ fn pg_regress_output_matches_the_expected_files() {
         .arg(format!("--port={}", cluster.port()))
         .arg(format!("--user={SUPERUSER}"))
         .arg("--bindir=/usr/lib/postgresql/15/bin")
-        .arg("--dbname=chunked_map_regress")
-        // the scripts' `\i setup.psql` is relative to here
+        .arg(format!("--dbname={database}"))
+        // the regression scripts' `\i setup.psql` is relative to here
         .current_dir(&suite)
         .status()
-        .expect("run pg_regress");
+        .expect("run the test runner");
 
     if std::env::var_os("CHUNKED_MAP_REGRESS_ACCEPT").is_some() {
         accept(&output_dir.join("results"), &suite.join("expected"));
@@ -38,7 +55,7 @@ fn pg_regress_output_matches_the_expected_files() {
     if !status.success() {
         let diffs =
             std::fs::read_to_string(output_dir.join("regression.diffs")).unwrap_or_default();
-        panic!("pg_regress found differences:\n{diffs}");
+        panic!("{runner} found differences:\n{diffs}");
     }
 }
 
