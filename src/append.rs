@@ -20,23 +20,24 @@ use crate::store::{self, Appended, MapState};
 use crate::token::archived_token;
 use crate::xact;
 
-/// Starts a map; `false` (and no change) when it already exists.
+/// Starts a map; `false` (and no change) when it already exists. Never waits: not for another
+/// transaction starting or dropping the same name (see `lock::lock_name`), nor for one
+/// appending to the map (its uncommitted state row would make an insert wait, so the map's
+/// existence is looked up first).
 pub fn start(map: MapName<'_>, chunk_size: i32) -> bool {
     spi::connect(|session| {
         lock::lock_name(session, map);
-        let created = store::start(session, map.as_str(), chunk_size);
-        // A snapshot that still sees a row a drop removed since: created from an out-of-date
-        // view of the map.
-        if created
-            && lock::uses_transaction_snapshot()
-            && store::map_rows_visible_to_writer(session, map.as_str()) > 1
-        {
-            ChunkedError::ChangedAfterSnapshot {
-                map: map.as_str().to_owned(),
+        if store::map_rows_visible_to_writer(session, map.as_str()) > 0 {
+            // A snapshot that still sees a map a drop has removed since is out of date.
+            if lock::uses_transaction_snapshot() && !store::map_exists_now(session, map.as_str()) {
+                ChunkedError::ChangedAfterSnapshot {
+                    map: map.as_str().to_owned(),
+                }
+                .raise();
             }
-            .raise();
+            return false;
         }
-        created
+        store::start(session, map.as_str(), chunk_size)
     })
 }
 
@@ -74,13 +75,7 @@ pub fn append_if_last(map: MapName<'_>, payload: Jsonb<'_>, expected_last_seq: i
                 actual,
             });
         }
-        Ok(append_locked(
-            session,
-            map,
-            state,
-            payload,
-            max_chunk_bytes,
-        ))
+        Ok(append_locked(session, map, state, payload, max_chunk_bytes))
     })
     .or_raise();
     wrote(map, &appended);
@@ -127,11 +122,8 @@ fn archive_current(
     let chunk = state.current;
     let oversized = usize::try_from(chunk.bytes).map_or(true, |bytes| bytes > max_chunk_bytes);
     let pieces: Vec<std::ops::Range<i64>> = if oversized {
-        let sizes = store::current_payload_sizes(
-            session,
-            map.as_str(),
-            chunk.first_seq..chunk.next_seq,
-        );
+        let sizes =
+            store::current_payload_sizes(session, map.as_str(), chunk.first_seq..chunk.next_seq);
         chunking::cut(&sizes, usize::MAX, max_chunk_bytes)
             .into_iter()
             .map(|piece| chunk.first_seq + to_i64(piece.start)..chunk.first_seq + to_i64(piece.end))
@@ -151,13 +143,7 @@ fn archive_current(
         newest = Some(archived_token(piece.start));
     }
     let newest = newest.unwrap_or_else(|| archived_token(chunk.first_seq));
-    store::close_current(
-        session,
-        map.as_str(),
-        state,
-        &newest,
-        to_i64(pieces.len()),
-    )
+    store::close_current(session, map.as_str(), state, &newest, to_i64(pieces.len()))
 }
 
 /// Appends every payload in order under one lock; returns the first and last sequence
@@ -231,7 +217,14 @@ pub fn append_many(map: MapName<'_>, payloads: JsonbArray<'_>) -> (i64, i64) {
         (first, tid, state.notify)
     });
     let last = first + to_i64(payloads.len()) - 1;
-    wrote(map, &Appended { seq: last, tid, notify });
+    wrote(
+        map,
+        &Appended {
+            seq: last,
+            tid,
+            notify,
+        },
+    );
     (first, last)
 }
 

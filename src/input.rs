@@ -1,7 +1,9 @@
 //! Checks on the arguments of the SQL functions, in the order SPEC.md lists the errors.
 //! Pure Rust: what a value is allowed to be, without asking the database.
 
-use crate::error::{ChunkedError, PayloadLimit, CHUNK_SIZE_RANGE, MAX_MAP_NAME_BYTES, MAX_RECORDS_RANGE};
+use crate::error::{
+    ChunkedError, PayloadLimit, CHUNK_SIZE_RANGE, MAX_MAP_NAME_BYTES, MAX_RECORDS_RANGE,
+};
 
 /// A map name that is not NULL, not empty and at most [`MAX_MAP_NAME_BYTES`] bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

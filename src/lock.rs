@@ -132,12 +132,14 @@ fn waiting_up_to<R>(map: MapName<'_>, ms: i32, wait: impl FnOnce() -> R) -> R {
     };
     // The handlers only raise: there is no subtransaction to recover in.
     let result = PgTryBuilder::new(AssertUnwindSafe(wait))
-        .catch_when(PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, |_: CaughtError| {
-            locked(map, Held::For(ms))
-        })
-        .catch_when(PgSqlErrorCode::ERRCODE_T_R_DEADLOCK_DETECTED, |_: CaughtError| {
-            locked(map, Held::Deadlock)
-        })
+        .catch_when(
+            PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
+            |_: CaughtError| locked(map, Held::For(ms)),
+        )
+        .catch_when(
+            PgSqlErrorCode::ERRCODE_T_R_DEADLOCK_DETECTED,
+            |_: CaughtError| locked(map, Held::Deadlock),
+        )
         .execute();
     // SAFETY: closes the nest level opened above.
     unsafe { pg_sys::AtEOXact_GUC(true, nest_level) };

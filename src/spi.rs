@@ -225,7 +225,10 @@ impl Session {
         };
         if status < 0 {
             ChunkedError::Internal {
-                context: format!("statement {} failed with SPI status {status}", statement.name),
+                context: format!(
+                    "statement {} failed with SPI status {status}",
+                    statement.name
+                ),
             }
             .raise();
         }

@@ -63,6 +63,7 @@ const START: Statement = Statement {
 
 /// Creates the map's state row; `false` when a row for the map already exists. Under REPEATABLE
 /// READ, PostgreSQL raises 40001 itself when that row was committed after the snapshot.
+/// (An uncommitted change to an existing row would make it wait: callers look first.)
 pub fn start(session: &Session, map: &str, chunk_size: i32) -> bool {
     !session
         .run(&START, &[Param::of(map), Param::of(chunk_size)])
@@ -267,8 +268,7 @@ fn count(rows: crate::spi::Rows<'_>) -> i64 {
     rows.first().and_then(|row| row.i64(1)).unwrap_or(0)
 }
 
-/// State rows of the map a writer sees: after its own start, under REPEATABLE READ, 2 means the
-/// snapshot still sees a row that a drop committed after it removed.
+/// State rows of the map a writer sees.
 pub fn map_rows_visible_to_writer(session: &Session, map: &str) -> i64 {
     count(session.run(&MAP_VISIBLE_TO_WRITER, &[Param::of(map)]))
 }
@@ -326,7 +326,11 @@ const CURRENT_PAYLOADS: Statement = Statement {
     access: Access::Write,
 };
 
-pub fn current_payload_sizes(session: &Session, map: &str, seqs: std::ops::Range<i64>) -> Vec<usize> {
+pub fn current_payload_sizes(
+    session: &Session,
+    map: &str,
+    seqs: std::ops::Range<i64>,
+) -> Vec<usize> {
     let rows = session.run(
         &CURRENT_PAYLOADS,
         &[Param::of(map), Param::of(seqs.start), Param::of(seqs.end)],
@@ -386,7 +390,9 @@ pub fn close_current(
 
 fn lost_state_row(map: &str) -> ! {
     crate::error::ChunkedError::Internal {
-        context: format!("the state row of map \"{map}\" changed while this transaction held its lock"),
+        context: format!(
+            "the state row of map \"{map}\" changed while this transaction held its lock"
+        ),
     }
     .raise()
 }
@@ -767,11 +773,7 @@ const INFO: Statement = Statement {
 };
 
 /// `chunked_info` of the map, `None` when it was never started.
-pub fn info<'fcx>(
-    session: &Session,
-    caller: CallerMemory<'fcx>,
-    map: &str,
-) -> Option<Jsonb<'fcx>> {
+pub fn info<'fcx>(session: &Session, caller: CallerMemory<'fcx>, map: &str) -> Option<Jsonb<'fcx>> {
     first_jsonb(caller, session.run(&INFO, &[Param::of(map)])).flatten()
 }
 

@@ -41,10 +41,13 @@ fn delta(
 fn appends_never_read_history_and_a_page_read_touches_one_chunk() {
     let cluster = Cluster::start();
     let mut client = cluster.database("bounded");
-    // 2,000 maps, and one of 20,000 records (200 archived chunks)
+    // 2,000 maps with 20 records each in their current chunks (40,000 rows of current_record
+    // that a scan of it would read), and one of 20,000 records (200 archived chunks)
     client
         .batch_execute(
             "SELECT chunked_map.chunked_start('other' || n) FROM generate_series(1, 2000) AS n;
+             SELECT count(*) FROM generate_series(1, 2000) AS n,
+                 chunked_map.chunked_register_many('other' || n, ARRAY(SELECT '{}'::jsonb FROM generate_series(1, 20)));
              SELECT chunked_map.chunked_start('big');
              SELECT count(*) FROM chunked_map.chunked_register_many('big',
                  ARRAY(SELECT jsonb_build_object('n', n) FROM generate_series(1, 20000) AS n));",
@@ -110,4 +113,110 @@ fn appends_never_read_history_and_a_page_read_touches_one_chunk() {
         .unwrap();
     let after = table_access(&mut client);
     assert_eq!(delta(&before, &after, "archived_chunk"), (0, 1, 0));
+}
+
+/// Rows inserted into each storage table so far.
+fn inserted(client: &mut Client) -> Vec<(String, i64)> {
+    client
+        .batch_execute("SELECT pg_stat_force_next_flush()")
+        .unwrap();
+    client
+        .query(
+            "SELECT relname::text, n_tup_ins FROM pg_stat_user_tables
+             WHERE schemaname = 'chunked_map' ORDER BY relname",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect()
+}
+
+fn inserted_into(before: &[(String, i64)], after: &[(String, i64)], table: &str) -> i64 {
+    let find = |rows: &[(String, i64)]| {
+        rows.iter()
+            .find(|r| r.0 == table)
+            .map(|r| r.1)
+            .unwrap_or_default()
+    };
+    find(after) - find(before)
+}
+
+#[test]
+fn a_batch_archives_its_full_chunks_without_passing_them_through_the_current_chunk() {
+    let cluster = Cluster::start();
+    let mut client = cluster.database("batch_rows");
+    client
+        .batch_execute(
+            "SELECT chunked_map.chunked_start('batch', 100);
+             SELECT chunked_map.chunked_register('batch', '{}') FROM generate_series(1, 30);",
+        )
+        .unwrap();
+    let before = inserted(&mut client);
+    let count: i64 = client
+        .query_one(
+            "SELECT count(*) FROM chunked_map.chunked_register_many('batch',
+                 ARRAY(SELECT jsonb_build_object('n', n) FROM generate_series(1, 10050) AS n))",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(count, 10_050);
+    let after = inserted(&mut client);
+    // 70 fill the current chunk (31..100), 100 chunks of 100 go to the archive as they are,
+    // and the last 80 make the new current chunk
+    assert_eq!(inserted_into(&before, &after, "current_record"), 70 + 80);
+    assert_eq!(inserted_into(&before, &after, "archived_chunk"), 1 + 99);
+    let next_seq: i64 = client
+        .query_one(
+            "SELECT (chunked_map.chunked_info('batch') ->> 'next_seq')::bigint",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(next_seq, 10_081);
+    let consistent: bool = client
+        .query_one(
+            "SELECT (chunked_map.chunked_verify('batch') ->> 'consistent')::boolean",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(consistent);
+}
+
+#[test]
+fn the_thousandth_append_of_a_transaction_finds_the_state_row_without_the_index() {
+    let cluster = Cluster::start();
+    let mut client = cluster.database("long_transaction");
+    client
+        .batch_execute("SELECT chunked_map.chunked_start('long', 10000)")
+        .unwrap();
+    let before = table_access(&mut client);
+    // 5,000 calls, each its own statement, in one transaction: every append rewrites the
+    // state row, and only the transaction's commit lets PostgreSQL prune the versions; found
+    // through the index, the Nth append would visit N of them
+    client.batch_execute("BEGIN").unwrap();
+    for expected in 1..=5_000_i64 {
+        let seq: i64 = client
+            .query_one("SELECT chunked_map.chunked_register('long', '{}')", &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(seq, expected);
+    }
+    client.batch_execute("COMMIT").unwrap();
+    let after = table_access(&mut client);
+    assert_eq!(
+        delta(&before, &after, "map_state"),
+        (0, 2, 0),
+        "the first append probes the index (to lock the row, then to update it); the 4,999 others go to the row version by address"
+    );
+    let consistent: bool = client
+        .query_one(
+            "SELECT (chunked_map.chunked_verify('long') ->> 'consistent')::boolean",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(consistent);
 }

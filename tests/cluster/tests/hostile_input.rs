@@ -78,7 +78,21 @@ fn expected_page(token: &str) -> Outcome {
             format!("page token \"{token}\" names no archived chunk of map \"fixture\""),
         )
     } else {
-        error("22023", format!("invalid page token \"{token}\""))
+        error(
+            "22023",
+            format!("invalid page token {}", quoted_token(token)),
+        )
+    }
+}
+
+/// A malformed token as its error quotes it: whole up to 40 characters, cut and counted beyond.
+fn quoted_token(token: &str) -> String {
+    let chars = token.chars().count();
+    if chars <= 40 {
+        format!("\"{token}\"")
+    } else {
+        let start: String = token.chars().take(40).collect();
+        format!("\"{start}...\" ({chars} characters)")
     }
 }
 
@@ -285,7 +299,7 @@ fn every_input_succeeds_as_specified_or_fails_with_its_sqlstate() {
                 Ok(())
             } else {
                 error(
-                    "40001",
+                    "23000",
                     format!("map \"payloads\" has newest sequence {newest}, expected {seq}"),
                 )
             };
@@ -301,8 +315,41 @@ fn every_input_succeeds_as_specified_or_fails_with_its_sqlstate() {
         })
         .unwrap();
 
+    // forward reads: any starting sequence, any number of records
+    runner(1500)
+        .run(
+            &(
+                prop_oneof![any::<i64>(), -3_i64..30],
+                prop_oneof![any::<i32>(), -3_i32..10_005],
+            ),
+            |(after_seq, max_records)| {
+                let expected = if after_seq < 0 {
+                    error(
+                        "22023",
+                        format!("after_seq must be 0 or more, got {after_seq}"),
+                    )
+                } else if !(1..=10_000).contains(&max_records) {
+                    error(
+                        "22023",
+                        format!("max_records must be between 1 and 10000, got {max_records}"),
+                    )
+                } else {
+                    Ok(())
+                };
+                prop_assert_eq!(
+                    sweep.call(
+                        "SELECT * FROM chunked_map.chunked_read('fixture', $1, $2)",
+                        &[&after_seq, &max_records]
+                    ),
+                    expected
+                );
+                Ok(())
+            },
+        )
+        .unwrap();
+
     // NULL for every argument of every function
-    let nulls: [(&str, &str); 14] = [
+    let nulls: [(&str, &str); 19] = [
         ("SELECT chunked_map.chunked_start(NULL)", "map"),
         (
             "SELECT chunked_map.chunked_start('fixture', NULL)",
@@ -338,6 +385,20 @@ fn every_input_succeeds_as_specified_or_fails_with_its_sqlstate() {
         ),
         ("SELECT chunked_map.chunked_verify(NULL)", "map"),
         ("SELECT chunked_map.chunked_drop(NULL)", "map"),
+        ("SELECT * FROM chunked_map.chunked_read(NULL)", "map"),
+        (
+            "SELECT * FROM chunked_map.chunked_read('fixture', NULL)",
+            "after_seq",
+        ),
+        (
+            "SELECT * FROM chunked_map.chunked_read('fixture', 0, NULL)",
+            "max_records",
+        ),
+        ("SELECT chunked_map.chunked_set_notify(NULL, true)", "map"),
+        (
+            "SELECT chunked_map.chunked_set_notify('fixture', NULL)",
+            "enabled",
+        ),
     ];
     for (sql, argument) in nulls {
         assert_eq!(

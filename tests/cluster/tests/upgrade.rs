@@ -1,9 +1,12 @@
-//! `ALTER EXTENSION chunked_map UPDATE` from 0.1.0 on a database full of data: every page stays
-//! byte-identical, the new functions work on the old data, and the upgraded catalog is exactly
-//! that of a fresh 0.2.0 install (so the upgrade script misses nothing).
+//! `ALTER EXTENSION chunked_map UPDATE` from every released version, on a database holding what
+//! that version's build wrote (`tests/fixtures`: its data as pg_dump wrote it, and every page it
+//! served): every page stays byte-identical, the new functions work on the old data, appends go
+//! on where it left off, and the upgraded catalog is exactly that of a fresh install (so the
+//! upgrade scripts miss nothing).
 
-use chunked_map_cluster_tests::page::{all_pages_text, all_seqs};
-use chunked_map_cluster_tests::{assert_error, query_json, Client, Cluster};
+use chunked_map_cluster_tests::page::all_seqs;
+use chunked_map_cluster_tests::{assert_error, pg_bin, query_json, repo_root, Client, Cluster};
+use serde_json::Value;
 
 /// Everything the extension creates, described in a comparable form.
 const CATALOG: &str = r#"
@@ -65,70 +68,143 @@ fn catalog(client: &mut Client) -> Vec<String> {
         .collect()
 }
 
-fn fill(client: &mut Client) {
+/// A database with the extension at `version`, filled from that version's fixture; returns a
+/// connection and the pages that version served.
+fn released_database(cluster: &Cluster, database: &str, version: &str) -> (Client, Vec<Value>) {
+    cluster
+        .connect("postgres")
+        .batch_execute(&format!("CREATE DATABASE {database}"))
+        .unwrap();
+    let mut client = cluster.connect(database);
     client
-        .batch_execute(
-            "SELECT chunked_map.chunked_start('subs', 5);
-             SELECT chunked_map.chunked_register('subs', jsonb_build_object('n', n, 'name', 'user ' || n))
-             FROM generate_series(1, 23) AS n;
-             SELECT chunked_map.chunked_start('audit', 100);
-             SELECT chunked_map.chunked_register('audit', jsonb_build_object('event', n))
-             FROM generate_series(1, 250) AS n;
-             SELECT chunked_map.chunked_start('empty');",
-        )
-        .expect("fill 0.1.0 maps");
+        .batch_execute(&format!("CREATE EXTENSION chunked_map VERSION '{version}'"))
+        .unwrap();
+    let fixtures = repo_root().join("tests/fixtures");
+    let data = fixtures.join(format!("chunked_map-{version}-data.sql"));
+    cluster.run(
+        &pg_bin("psql"),
+        &[
+            "-X",
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-d",
+            database,
+            "-f",
+            data.to_str().unwrap(),
+        ],
+    );
+    let pages = std::fs::read_to_string(fixtures.join(format!("chunked_map-{version}-pages.json")))
+        .expect("fixture pages");
+    let pages: Vec<Value> = serde_json::from_str(&pages).expect("fixture pages are JSON");
+    (client, pages)
+}
+
+/// Every page of the fixture, read again, as (map, token, text).
+fn pages_now(client: &mut Client, pages: &[Value]) -> Vec<(String, String, String)> {
+    pages
+        .iter()
+        .map(|page| {
+            let (map, token) = (
+                page["map"].as_str().unwrap(),
+                page["token"].as_str().unwrap(),
+            );
+            let text: String = client
+                .query_one(
+                    "SELECT chunked_map.chunked_page($1, $2)::text",
+                    &[&map, &token],
+                )
+                .unwrap_or_else(|e| panic!("page {token} of {map}: {e}"))
+                .get(0);
+            (map.to_owned(), token.to_owned(), text)
+        })
+        .collect()
+}
+
+fn pages_then(pages: &[Value]) -> Vec<(String, String, String)> {
+    pages
+        .iter()
+        .map(|page| {
+            (
+                page["map"].as_str().unwrap().to_owned(),
+                page["token"].as_str().unwrap().to_owned(),
+                page["page"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn consistent(client: &mut Client) {
+    let maps: Vec<String> = client
+        .query("SELECT map FROM chunked_map.map_state", &[])
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    for map in maps {
+        let report = query_json(client, "chunked_map.chunked_verify($1)", &[&map]);
+        assert_eq!(report["consistent"], true, "{report}");
+    }
 }
 
 #[test]
-fn an_upgraded_database_keeps_every_page_and_matches_a_fresh_install() {
+fn a_database_of_0_2_0_upgrades_with_every_page_kept_and_matches_a_fresh_install() {
     let cluster = Cluster::start();
-    cluster
-        .connect("postgres")
-        .batch_execute("CREATE DATABASE upgraded")
-        .unwrap();
-    let mut upgraded = cluster.connect("upgraded");
-    upgraded
-        .batch_execute("CREATE EXTENSION chunked_map VERSION '0.1.0'")
-        .unwrap();
-    fill(&mut upgraded);
-    let maps = ["subs", "audit", "empty"];
-    let before: Vec<_> = maps
-        .iter()
-        .map(|map| all_pages_text(&mut upgraded, map))
-        .collect();
-    assert_error(
-        upgraded.query("SELECT chunked_map.chunked_info('subs')", &[]),
-        "42883",
-        "chunked_info",
-    );
+    let (mut upgraded, pages) = released_database(&cluster, "upgraded", "0.2.0");
 
+    // the new library refuses the old tables until the update, and says what to do
+    let error = assert_error(
+        upgraded.query("SELECT chunked_map.chunked_page('subs')", &[]),
+        "55000",
+        "chunked_map's library is version 0.3.0, but its SQL objects in this database are version 0.2.0",
+    );
+    assert_eq!(
+        error.hint(),
+        Some("Run ALTER EXTENSION chunked_map UPDATE.")
+    );
+    drop(upgraded);
+    let mut upgraded = cluster.connect("upgraded");
     upgraded
         .batch_execute("ALTER EXTENSION chunked_map UPDATE")
         .unwrap();
 
-    let after: Vec<_> = maps
-        .iter()
-        .map(|map| all_pages_text(&mut upgraded, map))
-        .collect();
-    assert_eq!(after, before, "every page byte-identical");
-
+    assert_eq!(
+        pages_now(&mut upgraded, &pages),
+        pages_then(&pages),
+        "every page byte-identical"
+    );
     let mut fresh = cluster.database("fresh");
     assert_eq!(catalog(&mut upgraded), catalog(&mut fresh));
+    consistent(&mut upgraded);
 
-    // the new functions on the old data
+    // the state row carries what 0.2.0 derived, and the new functions read the old data
     let info = query_json(&mut upgraded, "chunked_map.chunked_info('subs')", &[]);
     assert_eq!(info["next_seq"], 24);
     assert_eq!(info["archived_chunks"], 4);
     assert_eq!(info["current_records"], 3);
+    let forward: Vec<i64> = upgraded
+        .query(
+            "SELECT seq FROM chunked_map.chunked_read('audit', 95, 10)",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(forward, (96..=105).collect::<Vec<_>>());
     let record = query_json(&mut upgraded, "chunked_map.chunked_get('audit', 150)", &[]);
     assert_eq!(
         record,
         serde_json::json!({"seq": 150, "payload": {"event": 150}})
     );
-    for map in maps {
-        let report = query_json(&mut upgraded, "chunked_map.chunked_verify($1)", &[&map]);
-        assert_eq!(report["consistent"], true, "{report}");
-    }
+
+    // appends continue where 0.2.0 left off: a full chunk rolls over, a batch fills and
+    // archives, an optimistic append sees the right newest sequence
+    let seq: i64 = upgraded
+        .query_one("SELECT chunked_map.chunked_register('full', '{}')", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(seq, 9);
     upgraded
         .batch_execute("SELECT chunked_map.chunked_set_chunk_size('subs', 2)")
         .unwrap();
@@ -146,12 +222,56 @@ fn an_upgraded_database_keeps_every_page_and_matches_a_fresh_install() {
         all_seqs(&mut upgraded, "subs"),
         (1..=27).rev().collect::<Vec<_>>()
     );
-    // the history triggers came with the upgrade
-    upgraded.batch_execute("CREATE ROLE intruder; GRANT ALL ON ALL TABLES IN SCHEMA chunked_map TO intruder; GRANT USAGE ON SCHEMA chunked_map TO intruder").unwrap();
+    let seq: i64 = upgraded
+        .query_one("SELECT chunked_map.chunked_register('many', '{}', 40)", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(seq, 41);
+    consistent(&mut upgraded);
+    // the archived pages of 0.2.0 are still byte-identical after all that
+    let archived: Vec<Value> = pages
+        .iter()
+        .filter(|page| page["token"] != "current")
+        .cloned()
+        .collect();
+    assert_eq!(pages_now(&mut upgraded, &archived), pages_then(&archived));
+
+    // the history triggers now refuse INSERT too
+    upgraded
+        .batch_execute(
+            "CREATE ROLE intruder; GRANT ALL ON ALL TABLES IN SCHEMA chunked_map TO intruder;
+             GRANT USAGE ON SCHEMA chunked_map TO intruder",
+        )
+        .unwrap();
     upgraded.batch_execute("SET ROLE intruder").unwrap();
     assert_error(
-        upgraded.execute("DELETE FROM chunked_map.archived_chunk", &[]),
+        upgraded.execute(
+            "INSERT INTO chunked_map.current_record VALUES ('subs', 28, '{}')",
+            &[],
+        ),
         "42501",
-        "DELETE on chunked_map.archived_chunk is not allowed",
+        "INSERT on chunked_map.current_record is not allowed",
     );
+}
+
+#[test]
+fn a_database_of_0_1_0_upgrades_through_0_2_0_with_every_page_kept() {
+    let cluster = Cluster::start();
+    let (mut upgraded, pages) = released_database(&cluster, "upgraded", "0.1.0");
+    upgraded
+        .batch_execute("ALTER EXTENSION chunked_map UPDATE")
+        .unwrap();
+    assert_eq!(
+        pages_now(&mut upgraded, &pages),
+        pages_then(&pages),
+        "every page byte-identical"
+    );
+    let mut fresh = cluster.database("fresh");
+    assert_eq!(catalog(&mut upgraded), catalog(&mut fresh));
+    consistent(&mut upgraded);
+    let seq: i64 = upgraded
+        .query_one("SELECT chunked_map.chunked_register('audit', '{}')", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(seq, 251);
 }

@@ -7,7 +7,8 @@ use serde_json::Value;
 /// Copies every stored row of map `from` under the name `to` (as the owner, who may).
 const COPY_MAP: &str = "
     INSERT INTO chunked_map.map_state
-        SELECT $2, chunk_size, current_first_seq, current_chunk_size, newest_archived_token, archived_chunks
+        SELECT $2, chunk_size, current_first_seq, current_chunk_size, newest_archived_token, archived_chunks,
+               next_seq, current_bytes, notify
         FROM chunked_map.map_state WHERE map = $1;
     INSERT INTO chunked_map.current_record SELECT $2, seq, payload FROM chunked_map.current_record WHERE map = $1;
     INSERT INTO chunked_map.archived_chunk
@@ -43,8 +44,14 @@ fn verify_notices_each_kind_of_damage_to_a_copy_of_the_storage() {
 
     let damage = [
         (
+            // a chunk may hold fewer records than its size (the byte limit closed it), but then
+            // the next one starts earlier
             "UPDATE chunked_map.archived_chunk SET payloads = payloads[2:] WHERE map = $1 AND first_seq = 5",
-            "archived chunk 00000000000000000005 holds 3 records, its size is 4",
+            "archived chunk 00000000000000000009 starts at sequence 9, expected 8",
+        ),
+        (
+            "UPDATE chunked_map.archived_chunk SET payloads = '{}' WHERE map = $1 AND first_seq = 5",
+            "archived chunk 00000000000000000005 holds 0 records, its size is 4",
         ),
         (
             "UPDATE chunked_map.archived_chunk SET payloads[2] = NULL WHERE map = $1 AND first_seq = 9",
@@ -79,16 +86,24 @@ fn verify_notices_each_kind_of_damage_to_a_copy_of_the_storage() {
             "the token chain ends before the oldest archived chunk (2 chunks unreachable)",
         ),
         (
-            "UPDATE chunked_map.archived_chunk SET chunk_size = 5 WHERE map = $1 AND first_seq = 13",
-            "archived chunk 00000000000000000013 holds 4 records, its size is 5",
+            "UPDATE chunked_map.archived_chunk SET chunk_size = 3 WHERE map = $1 AND first_seq = 13",
+            "archived chunk 00000000000000000013 holds 4 records, its size is 3",
         ),
         (
             "DELETE FROM chunked_map.current_record WHERE map = $1 AND seq = 17",
-            "the current chunk holds sequences 18..18 (1 records), expected 17..17",
+            "the current chunk holds sequences 18..18 (1 records), the state expects 17..18",
         ),
         (
             "INSERT INTO chunked_map.current_record VALUES ($1, 20, '{}')",
-            "the current chunk holds sequences 17..20 (3 records), expected 17..19",
+            "the current chunk holds sequences 17..20 (3 records), the state expects 17..18",
+        ),
+        (
+            "UPDATE chunked_map.map_state SET next_seq = 25 WHERE map = $1",
+            "the current chunk holds sequences 17..18 (2 records), the state expects 17..24",
+        ),
+        (
+            "UPDATE chunked_map.map_state SET current_bytes = current_bytes + 1 WHERE map = $1",
+            "the current chunk holds 48 payload bytes, the state counts 49",
         ),
         (
             "UPDATE chunked_map.map_state SET newest_archived_token = '00000000000000000009' WHERE map = $1",
