@@ -129,7 +129,7 @@ fn archive_current(
             .map(|piece| chunk.first_seq + to_i64(piece.start)..chunk.first_seq + to_i64(piece.end))
             .collect()
     } else {
-        vec![chunk.first_seq..chunk.next_seq]
+        std::iter::once(chunk.first_seq..chunk.next_seq).collect()
     };
     let mut newest = state.newest_archived_token.clone();
     for piece in &pieces {

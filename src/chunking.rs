@@ -167,7 +167,7 @@ mod tests {
             batch,
             Batch {
                 fill: 0,
-                chunks: vec![0..2]
+                chunks: std::iter::once(0..2).collect()
             }
         );
     }
@@ -179,7 +179,7 @@ mod tests {
             batch,
             Batch {
                 fill: 2,
-                chunks: vec![2..4]
+                chunks: std::iter::once(2..4).collect()
             }
         );
     }

@@ -86,10 +86,10 @@ unsafe extern "C-unwind" fn on_transaction_event(
     match event {
         // Still inside the transaction: an error here makes the commit an abort.
         pg_sys::XactEvent::XACT_EVENT_PRE_COMMIT => announce(),
-        pg_sys::XactEvent::XACT_EVENT_PRE_PREPARE => {
-            if TO_ANNOUNCE.with(|maps| !maps.borrow().is_empty()) {
-                ChunkedError::NotifyInPreparedTransaction.raise();
-            }
+        pg_sys::XactEvent::XACT_EVENT_PRE_PREPARE
+            if TO_ANNOUNCE.with(|maps| !maps.borrow().is_empty()) =>
+        {
+            ChunkedError::NotifyInPreparedTransaction.raise()
         }
         pg_sys::XactEvent::XACT_EVENT_COMMIT
         | pg_sys::XactEvent::XACT_EVENT_ABORT

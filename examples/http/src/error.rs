@@ -58,6 +58,9 @@ pub fn status_for(sqlstate: &str) -> StatusCode {
         "42704" => StatusCode::NOT_FOUND,
         // payload over chunked_map.max_payload_bytes
         "54000" => StatusCode::PAYLOAD_TOO_LARGE,
+        // an optimistic append whose expected newest sequence is not the map's: retrying the
+        // same request cannot succeed
+        "23000" => StatusCode::CONFLICT,
         // still conflicting after the service's own retries
         "40001" => StatusCode::SERVICE_UNAVAILABLE,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -90,6 +93,7 @@ mod tests {
         assert_eq!(status_for("42704"), StatusCode::NOT_FOUND);
         assert_eq!(status_for("54000"), StatusCode::PAYLOAD_TOO_LARGE);
         assert_eq!(status_for("40001"), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(status_for("23000"), StatusCode::CONFLICT);
         assert_eq!(status_for("XX000"), StatusCode::INTERNAL_SERVER_ERROR);
     }
 }

@@ -119,14 +119,38 @@ async fn start(State(state): State<Arc<AppState>>, body: Bytes) -> Result<Respon
 }
 
 /// `POST .../register` with a JSON body: appends it, answers `{"seq": n}`. The body is parsed by
-/// PostgreSQL, so numbers keep their precision.
-async fn register(State(state): State<Arc<AppState>>, body: String) -> Result<Response, ApiError> {
-    let (row, retries) = query_one(
-        &state,
-        "SELECT chunked_map.chunked_register($1, $2::text::jsonb)",
-        &[&state.map, &body],
-    )
-    .await?;
+/// PostgreSQL, so numbers keep their precision. With `?expectedLastSeq=n` it appends only if the
+/// map's newest sequence is `n` (0: empty), and answers 409 otherwise (never retried: the same
+/// request cannot succeed).
+async fn register(
+    State(state): State<Arc<AppState>>,
+    Query(query): Query<HashMap<String, String>>,
+    body: String,
+) -> Result<Response, ApiError> {
+    let expected = match query.get("expectedLastSeq") {
+        None => None,
+        Some(value) => Some(value.parse::<i64>().map_err(|_| {
+            ApiError::bad_request(format!("expectedLastSeq must be an integer, got {value:?}"))
+        })?),
+    };
+    let (row, retries) = match expected {
+        None => {
+            query_one(
+                &state,
+                "SELECT chunked_map.chunked_register($1, $2::text::jsonb)",
+                &[&state.map, &body],
+            )
+            .await?
+        }
+        Some(expected) => {
+            query_one(
+                &state,
+                "SELECT chunked_map.chunked_register($1, $2::text::jsonb, $3)",
+                &[&state.map, &body, &expected],
+            )
+            .await?
+        }
+    };
     let seq: i64 = row.get(0);
     Ok(with_retries(
         Json(json!({"seq": seq})).into_response(),

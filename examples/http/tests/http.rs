@@ -300,6 +300,20 @@ fn errors_map_to_http_statuses_with_their_sqlstate() {
     db.batch_execute("COMMIT").unwrap();
     // and once it is free, the same request succeeds
     assert_eq!(service.register("{}").json(), json!({"seq": 3}));
+
+    // an optimistic append after the wrong newest sequence: 409, and not retried
+    let stale = service.call("POST", "/register?expectedLastSeq=2", Some("{}"));
+    stale.assert_error(409, Some("23000"), "has newest sequence 3, expected 2");
+    assert_eq!(stale.retries, 0, "a mismatch is never retried");
+    assert_eq!(
+        service
+            .call("POST", "/register?expectedLastSeq=3", Some("{}"))
+            .json(),
+        json!({"seq": 4})
+    );
+    service
+        .call("POST", "/register?expectedLastSeq=three", Some("{}"))
+        .assert_error(400, None, "expectedLastSeq must be an integer");
 }
 
 #[test]

@@ -24,7 +24,7 @@ fn fill_and_read_back(client: &mut Client, map: &str, chunk_size: i32, count: i3
                 "SELECT count(chunked_map.chunked_register($1, {payload}))
                  FROM generate_series(1, $2) AS i"
             ),
-            &[&map, &i64::from(count), &bytes],
+            &[&map, &count, &bytes],
         )
         .unwrap()
         .get(0);
@@ -81,7 +81,7 @@ fn fill_and_read_back(client: &mut Client, map: &str, chunk_size: i32, count: i3
     // and forward, oldest first, in reads of 100
     let forward: i64 = client
         .query_one(
-            "SELECT count(*) FROM generate_series(0, $2 - 1, 100) AS after_seq
+            "SELECT count(*) FROM generate_series(0, $2::bigint - 1, 100) AS after_seq
              CROSS JOIN LATERAL chunked_map.chunked_read($1, after_seq, 100)",
             &[&map, &i64::from(count)],
         )
