@@ -81,6 +81,25 @@ fn no_role_but_the_owner_can_change_or_remove_history_even_with_table_privileges
             "DELETE FROM chunked_map.archived_chunk WHERE false",
             "DELETE on chunked_map.archived_chunk",
         ),
+        // nor can history be forged: a record the next rollover would archive, a chunk, a map
+        (
+            "INSERT INTO chunked_map.current_record VALUES ('audit', 1000, '{\"forged\": true}')",
+            "INSERT on chunked_map.current_record",
+        ),
+        (
+            "INSERT INTO chunked_map.archived_chunk (map, first_seq, chunk_size, payloads)
+             VALUES ('audit', 1000, 1, ARRAY['{}'::jsonb])",
+            "INSERT on chunked_map.archived_chunk",
+        ),
+        (
+            "INSERT INTO chunked_map.map_state (map, chunk_size, current_first_seq, current_chunk_size, next_seq)
+             VALUES ('forged', 1, 1, 1, 1)",
+            "INSERT on chunked_map.map_state",
+        ),
+        (
+            "INSERT INTO chunked_map.current_record SELECT 'audit', 1000, '{}' WHERE false",
+            "INSERT on chunked_map.current_record",
+        ),
     ];
     for (sql, message) in attempts {
         let error = assert_error(intruder.batch_execute(sql), "42501", message);
@@ -203,6 +222,14 @@ fn the_reader_recipe_reads_and_does_nothing_else() {
     assert_eq!(record["payload"]["event"], 2);
     let info = query_json(&mut reader, "chunked_map.chunked_info('audit')", &[]);
     assert_eq!(info["total_records"], 8);
+    let forward: i64 = reader
+        .query_one(
+            "SELECT count(*) FROM chunked_map.chunked_read('audit', 2, 100)",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(forward, 6);
 
     let denied = [
         (
@@ -223,6 +250,10 @@ fn the_reader_recipe_reads_and_does_nothing_else() {
             "chunked_set_chunk_size",
         ),
         ("SELECT chunked_map.chunked_drop('audit')", "chunked_drop"),
+        (
+            "SELECT chunked_map.chunked_set_notify('audit', true)",
+            "chunked_set_notify",
+        ),
     ];
     for (sql, function) in denied {
         assert_error(
