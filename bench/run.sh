@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # The chunked_map benchmark, one command: installs what is missing, builds and installs the
-# release build, and runs bench/src/main.rs against its own throw-away cluster. Prints a
-# markdown table and writes it to bench/results/latest.md. About 10 minutes.
-# Usage: bench/run.sh [--append-rounds N] [--append-seconds S] [--rounds N] [--seconds S] [--quick]
+# release build and, for the side-by-side comparison, the released 0.2.0 (bench/baseline.sh),
+# and runs bench/src/main.rs against its own throw-away cluster. Prints a markdown table and
+# writes it to bench/results/latest.md. About 15 minutes, plus the two release builds.
+# Usage: bench/run.sh [--no-baseline] [--append-rounds N] [--append-seconds S] [--rounds N] [--seconds S] [--quick]
 set -euo pipefail
 source "$(dirname "$0")/../scripts/lib.sh"
 cd "$REPO_ROOT"
 scripts/prerequisites.sh
+if [[ " $* " != *" --no-baseline "* ]]; then
+    bench/baseline.sh
+fi
 scripts/install-extension.sh --release
 cargo run --quiet -p chunked_map_bench -- "$@"

@@ -34,6 +34,7 @@ struct Options {
     big: i64,
     mid: i64,
     bytes_records: u64,
+    load_records: u64,
 }
 
 impl Options {
@@ -54,6 +55,7 @@ impl Options {
                 big: 100_000,
                 mid: 10_000,
                 bytes_records: 20_000,
+                load_records: 20_000,
             };
         }
         Options {
@@ -64,6 +66,7 @@ impl Options {
             big: 1_000_000,
             mid: 100_000,
             bytes_records: 100_000,
+            load_records: 200_000,
         }
     }
 }
@@ -73,8 +76,14 @@ enum Variant {
     PlainInsert,
     Naive,
     Chunked,
+    /// The released 0.2.0, installed by bench/baseline.sh as extension chunked_map_v020 in a
+    /// database of its own.
+    ChunkedV020,
     ChunkedBatch100,
 }
+
+/// The database the baseline extension lives in.
+const BASELINE_DATABASE: &str = "bench_v020";
 
 impl Variant {
     fn name(self) -> &'static str {
@@ -82,6 +91,7 @@ impl Variant {
             Variant::PlainInsert => "plain_insert",
             Variant::Naive => "naive jsonb array",
             Variant::Chunked => "chunked_register",
+            Variant::ChunkedV020 => "chunked_register, 0.2.0",
             Variant::ChunkedBatch100 => "chunked_register_many (100/call)",
         }
     }
@@ -94,6 +104,14 @@ impl Variant {
         }
     }
 
+    fn database(self) -> &'static str {
+        if self == Variant::ChunkedV020 {
+            BASELINE_DATABASE
+        } else {
+            "bench"
+        }
+    }
+
     fn script(self) -> String {
         let one = payload(":n");
         match self {
@@ -103,7 +121,7 @@ impl Variant {
             Variant::Naive => format!(
                 "\\set n random(1, 1000000)\nUPDATE bench.naive SET items = items || jsonb_build_array({one}) WHERE map = :map;\n"
             ),
-            Variant::Chunked => {
+            Variant::Chunked | Variant::ChunkedV020 => {
                 format!("\\set n random(1, 1000000)\nSELECT chunked_map.chunked_register(:map, {one});\n")
             }
             Variant::ChunkedBatch100 => format!(
@@ -118,6 +136,8 @@ impl Variant {
 struct Bench {
     cluster: Cluster,
     client: Client,
+    /// A connection to the baseline's database, when the baseline is installed.
+    baseline: Option<Client>,
     work: PathBuf,
     options: Options,
     fresh_maps: usize,
@@ -154,6 +174,13 @@ impl Bench {
             Variant::Chunked | Variant::ChunkedBatch100 => {
                 self.sql(&format!("SELECT chunked_map.chunked_start('{map}')"))
             }
+            Variant::ChunkedV020 => {
+                if let Some(baseline) = self.baseline.as_mut() {
+                    baseline
+                        .batch_execute(&format!("SELECT chunked_map.chunked_start('{map}')"))
+                        .expect("start a baseline map");
+                }
+            }
         }
         map
     }
@@ -171,9 +198,11 @@ fn main() {
     let work = cluster.socket_dir().join("bench");
     std::fs::create_dir_all(&work).expect("work directory");
     let client = cluster.database("bench");
+    let baseline = baseline_database(&cluster);
     let mut bench = Bench {
         cluster,
         client,
+        baseline,
         work,
         options,
         fresh_maps: 0,
@@ -188,9 +217,11 @@ fn main() {
     let pages = section_c(&mut bench);
     eprintln!("bytes ({:?})", began.elapsed());
     let bytes = section_d(&mut bench);
+    eprintln!("batch loads ({:?})", began.elapsed());
+    let loads = section_e(&mut bench);
 
     let report = format!(
-        "{}\n{appends}\n{contention}\n{pages}\n{bytes}\nWhole run: {:.1} minutes.\n",
+        "{}\n{appends}\n{contention}\n{pages}\n{bytes}\n{loads}\nWhole run: {:.1} minutes.\n",
         machine(),
         began.elapsed().as_secs_f64() / 60.0
     );
@@ -199,6 +230,31 @@ fn main() {
     std::fs::create_dir_all(out.parent().expect("results directory")).expect("results directory");
     std::fs::write(&out, &report).expect("write report");
     eprintln!("written to {}", out.display());
+}
+
+/// The baseline's database, when bench/baseline.sh installed it; otherwise the benchmark runs
+/// without the A/B columns and says so.
+fn baseline_database(cluster: &Cluster) -> Option<Client> {
+    let mut postgres = cluster.connect("postgres");
+    let available: i64 = postgres
+        .query_one(
+            "SELECT count(*) FROM pg_available_extensions WHERE name = 'chunked_map_v020'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    if available == 0 {
+        eprintln!("chunked_map_v020 is not installed (bench/baseline.sh): no comparison with 0.2.0");
+        return None;
+    }
+    postgres
+        .batch_execute(&format!("CREATE DATABASE {BASELINE_DATABASE}"))
+        .unwrap();
+    let mut client = cluster.connect(BASELINE_DATABASE);
+    client
+        .batch_execute("CREATE EXTENSION chunked_map_v020")
+        .unwrap();
+    Some(client)
 }
 
 fn setup(bench: &mut Bench) {
@@ -233,6 +289,26 @@ fn setup(bench: &mut Bench) {
         payload("g")
     ));
     bench.sql("VACUUM ANALYZE");
+    if let Some(baseline) = bench.baseline.as_mut() {
+        // the same maps in the baseline's database, loaded in calls of 1,000 (0.2.0's batch
+        // append re-reads its whole array for every chunk it fills)
+        for (map, count) in [("mid", mid), ("big", big)] {
+            baseline
+                .batch_execute(&format!("SELECT chunked_map.chunked_start('{map}')"))
+                .unwrap();
+            for start in (1..=count).step_by(1000) {
+                baseline
+                    .batch_execute(&format!(
+                        "SELECT count(*) FROM chunked_map.chunked_register_many('{map}',
+                             ARRAY(SELECT {} FROM generate_series({start}, {}) AS g))",
+                        payload("g"),
+                        (start + 999).min(count)
+                    ))
+                    .unwrap();
+            }
+        }
+        baseline.batch_execute("VACUUM ANALYZE").unwrap();
+    }
     bench.sql("CHECKPOINT");
 }
 
@@ -266,11 +342,13 @@ fn section_a(bench: &mut Bench) -> String {
                 Variant::PlainInsert,
                 Variant::Naive,
                 Variant::Chunked,
+                Variant::ChunkedV020,
                 Variant::ChunkedBatch100,
             ] {
                 // the naive array is measured where it is still measurable, once
                 let skip = (variant == Variant::Naive && (map == Some("big") || sync))
-                    || (variant == Variant::ChunkedBatch100 && map.is_some());
+                    || (variant == Variant::ChunkedBatch100 && map.is_some())
+                    || (variant == Variant::ChunkedV020 && bench.baseline.is_none());
                 if !skip {
                     configs.push((sync, label, map, variant));
                 }
@@ -294,7 +372,7 @@ fn section_a(bench: &mut Bench) -> String {
             let before = bench.wal_lsn();
             let script = variant.script();
             let outcome = bench.pgbench(
-                "bench",
+                variant.database(),
                 &Run {
                     script: &script,
                     clients: 1,
@@ -360,6 +438,26 @@ fn section_a(bench: &mut Bench) -> String {
         "\nchunked_register at 1,000,000 records ÷ at 0 records (synchronous_commit off, same round): **{flat:.2}**. \
          chunked_register_many with 100 records per call ÷ chunked_register, records/s: **{batch:.1}×**."
     );
+    if bench.baseline.is_some() {
+        let _ = write!(
+            out,
+            "\nchunked_register 0.3 ÷ 0.2.0, records/s in the same round (synchronous_commit off / on):"
+        );
+        for (label, _) in sizes {
+            let _ = write!(
+                out,
+                " {label} records **{:.2}** / **{:.2}**;",
+                per_round((false, label, Variant::Chunked), (false, label, Variant::ChunkedV020)),
+                per_round((true, label, Variant::Chunked), (true, label, Variant::ChunkedV020)),
+            );
+        }
+        let _ = writeln!(out);
+    } else {
+        let _ = writeln!(
+            out,
+            "\n(0.2.0 not measured: bench/baseline.sh did not install chunked_map_v020.)"
+        );
+    }
     out
 }
 
@@ -659,6 +757,73 @@ fn section_d(bench: &mut Bench) -> String {
         per(current),
         per(state)
     );
+    out
+}
+
+/// E. Loading a map with chunked_register_many in calls of different sizes: records/s, and the
+/// bytes the current chunk's table keeps after the load and a VACUUM (records that pass through
+/// it leave dead rows behind).
+fn section_e(bench: &mut Bench) -> String {
+    let records = bench.options.load_records;
+    let mut variants = vec![(Variant::Chunked, "chunked_map")];
+    if bench.baseline.is_some() {
+        variants.push((Variant::ChunkedV020, "chunked_map_v020"));
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "### E. Loading {records} records with chunked_register_many (chunk size 100, ~230-byte payloads, one client), then VACUUM\n"
+    );
+    let _ = writeln!(
+        out,
+        "| version | payloads per call | records/s | current_record bytes after VACUUM | archived_chunk bytes |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|");
+    for (variant, extension) in variants {
+        for per_call in [100_000_u64, 1_000] {
+            let database = format!("load_{}_{per_call}", variant.database());
+            bench
+                .client
+                .batch_execute(&format!("CREATE DATABASE {database}"))
+                .unwrap();
+            let mut client = bench.cluster.connect(&database);
+            client
+                .batch_execute(&format!(
+                    "CREATE EXTENSION {extension}; SELECT chunked_map.chunked_start('load', 100)"
+                ))
+                .unwrap();
+            let began = Instant::now();
+            for start in (1..=records).step_by(per_call as usize) {
+                client
+                    .batch_execute(&format!(
+                        "SELECT count(*) FROM chunked_map.chunked_register_many('load',
+                             ARRAY(SELECT {} FROM generate_series({start}, {}) AS g))",
+                        payload("g"),
+                        (start + per_call - 1).min(records)
+                    ))
+                    .unwrap();
+            }
+            let rate = records as f64 / began.elapsed().as_secs_f64();
+            client
+                .batch_execute("VACUUM chunked_map.current_record, chunked_map.archived_chunk")
+                .unwrap();
+            let (current, archived): (i64, i64) = {
+                let row = client
+                    .query_one(
+                        "SELECT pg_total_relation_size('chunked_map.current_record'),
+                                pg_total_relation_size('chunked_map.archived_chunk')",
+                        &[],
+                    )
+                    .unwrap();
+                (row.get(0), row.get(1))
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {per_call} | {rate:.0} | {current} | {archived} |",
+                if variant == Variant::ChunkedV020 { "0.2.0" } else { "0.3" }
+            );
+        }
+    }
     out
 }
 
