@@ -18,7 +18,7 @@ use crate::lock;
 use crate::spi::{self, Session};
 use crate::store::{self, Appended, MapState};
 use crate::token::archived_token;
-use crate::xact;
+use crate::xact::{self, Written};
 
 /// Starts a map; `false` (and no change) when it already exists. Never waits: not for another
 /// transaction starting or dropping the same name (see `lock::lock_name`), nor for one
@@ -42,23 +42,38 @@ pub fn start(map: MapName<'_>, chunk_size: i32) -> bool {
 }
 
 /// Appends one record and returns its sequence number. Usually one statement: lock, advance the
-/// state and insert the record (see [`store::append`]); the slow path takes the lock on its own,
-/// to tell why the fast one found nothing, and archives a full chunk.
+/// state and insert the record ([`store::append`] for a transaction's first append to the map,
+/// [`store::append_at`] for the next ones, by the address the transaction remembers); the slow
+/// path takes the lock on its own, to tell why the fast one found nothing, archives a full
+/// chunk, and reports what an announced map needs.
 pub fn append(map: MapName<'_>, payload: Jsonb<'_>) -> i64 {
     input::payload_size(payload.size(), guc::payload_limit()).or_raise();
     let max_chunk_bytes = guc::max_chunk_bytes();
+    let written = xact::written(map.as_str());
     let appended = spi::connect(|session| {
-        let fast = match xact::written_version(map.as_str()) {
-            Some(tid) => store::append_at(session, map.as_str(), tid, payload, max_chunk_bytes),
-            None => store::append(session, map.as_str(), payload, max_chunk_bytes),
+        let fast = match written {
+            // the first append of this transaction to the map
+            None => store::append(session, map.as_str(), payload, max_chunk_bytes).map(Ok),
+            Some(Written::At(tid)) => {
+                store::append_at(session, map.as_str(), tid, payload, max_chunk_bytes).map(Err)
+            }
+            Some(Written::Somewhere) => None,
         };
         fast.unwrap_or_else(|| {
             let state = lock::lock_existing_map(session, map);
-            append_locked(session, map, state, payload, max_chunk_bytes)
+            Err(append_locked(session, map, state, payload, max_chunk_bytes))
         })
     });
-    wrote(map, &appended);
-    appended.seq
+    match appended {
+        Ok(seq) => {
+            xact::remember_written_somewhere(map.as_str());
+            seq
+        }
+        Err(appended) => {
+            wrote(map, &appended);
+            appended.seq
+        }
+    }
 }
 
 /// Appends one record only if the map's newest sequence is `expected_last_seq` (0: empty map).

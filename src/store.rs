@@ -100,26 +100,31 @@ pub fn name_lock_wait(session: &Session, map: &str) {
 
 /// The one-statement append: takes the map's lock without waiting (`SKIP LOCKED`: a row another
 /// transaction holds is simply not found), advances the state by one record if the current chunk
-/// has room (by records and by bytes; an empty chunk takes any record), and inserts the record.
-/// No row when the map is absent, held by another transaction, or its current chunk is full: the
-/// caller then takes the slow path. Under READ COMMITTED, a state row changed by a transaction
-/// that committed after the statement's snapshot is locked and updated in its newest version
-/// (PostgreSQL rechecks the conditions on it).
+/// has room (by records and by bytes; an empty chunk takes any record), and inserts the record;
+/// returns its sequence. No row when the map is absent, held by another transaction, its current
+/// chunk is full, or its appends are announced (which the slow path handles, since it reports
+/// that): the caller then takes the slow path, which also covers a race: under READ COMMITTED, a
+/// state row changed by a transaction that committed after the statement's snapshot is locked in
+/// its newest version, which that snapshot cannot update (no row; the slow path's next statement
+/// sees it). The row is found once, through the index, and updated by its address. The record's
+/// INSERT is the main statement, so that nothing else is returned: what makes this the cheapest
+/// form PostgreSQL offers for "lock, advance, insert".
 const APPEND: Statement = Statement {
     name: "append",
     sql: "WITH advanced AS (
               UPDATE chunked_map.map_state AS s
               SET next_seq = s.next_seq + 1, current_bytes = s.current_bytes + $3
-              WHERE s.map = (SELECT l.map FROM chunked_map.map_state AS l
-                             WHERE l.map = $1 FOR UPDATE SKIP LOCKED)
+              WHERE s.ctid = (SELECT l.ctid FROM chunked_map.map_state AS l
+                              WHERE l.map = $1 FOR UPDATE SKIP LOCKED)
+                AND s.map = $1
+                AND NOT s.notify
                 AND s.next_seq < s.current_first_seq + s.current_chunk_size
                 AND (s.current_bytes + $3 <= $4 OR s.next_seq = s.current_first_seq)
-              RETURNING s.next_seq - 1 AS seq, s.ctid, s.notify
-          ), appended AS (
-              INSERT INTO chunked_map.current_record (map, seq, payload)
-              SELECT $1, a.seq, $2 FROM advanced AS a
+              RETURNING s.next_seq - 1 AS seq
           )
-          SELECT a.seq, a.ctid, a.notify FROM advanced AS a",
+          INSERT INTO chunked_map.current_record (map, seq, payload)
+          SELECT $1, a.seq, $2 FROM advanced AS a
+          RETURNING seq",
     params: &[TEXT, JSONB, INT8, INT8],
     access: Access::Write,
 };
@@ -166,18 +171,15 @@ fn append_params(map: &str, payload: Jsonb<'_>, max_chunk_bytes: usize) -> [Para
     ]
 }
 
-/// [`APPEND`]: `None` means "take the slow path".
+/// [`APPEND`]: the record's sequence, `None` for "take the slow path".
 pub fn append(
     session: &Session,
     map: &str,
     payload: Jsonb<'_>,
     max_chunk_bytes: usize,
-) -> Option<Appended> {
-    appended(
-        session,
-        &APPEND,
-        &append_params(map, payload, max_chunk_bytes),
-    )
+) -> Option<i64> {
+    let rows = session.run(&APPEND, &append_params(map, payload, max_chunk_bytes));
+    rows.first().and_then(|row| row.i64(1))
 }
 
 /// [`APPEND_AT`]: `None` when `tid` is not the visible version or the chunk is full.
@@ -282,15 +284,17 @@ pub fn map_exists_now(session: &Session, map: &str) -> bool {
 }
 
 /// Archives records `$2..$3` of the current chunk (all of them, or one piece of a chunk that
-/// holds more bytes than a chunk may) as one immutable row, payloads copied as they are. Ranges
+/// holds more bytes than a chunk may) as one immutable row, payloads copied as they are, in the
+/// index's order (no sort). Ranges
 /// over the current chunk are bounded on both sides, so that a generic plan always probes the
 /// index (an open range may be guessed to match a third of the table and scanned whole).
 const ARCHIVE_CURRENT_RANGE: Statement = Statement {
     name: "archive_current_range",
     sql: "INSERT INTO chunked_map.archived_chunk (map, first_seq, chunk_size, prev_token, payloads)
-          SELECT $1, $2, $4, $5, array_agg(c.payload ORDER BY c.seq)
-          FROM chunked_map.current_record AS c
-          WHERE c.map = $1 AND c.seq >= $2 AND c.seq < $3",
+          SELECT $1, $2, $4, $5,
+                 ARRAY(SELECT c.payload FROM chunked_map.current_record AS c
+                       WHERE c.map = $1 AND c.seq >= $2 AND c.seq < $3
+                       ORDER BY c.seq)",
     params: &[TEXT, INT8, INT8, INT4, TEXT],
     access: Access::Write,
 };

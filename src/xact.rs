@@ -6,7 +6,9 @@
 //!   row a transaction rewrote N times leaves N versions that only its commit lets PostgreSQL
 //!   prune: found through the index, the Nth append of one transaction would walk all of them.
 //!   Remembering the address of the version the transaction wrote last lets the next append of
-//!   the same transaction go straight to it ([`crate::store::append_at`]); the address is only a
+//!   the same transaction go straight to it ([`crate::store::append_at`]; the one-statement
+//!   append that a transaction's first append uses does not report the address, so the second
+//!   takes the slow path once to learn it); the address is only a
 //!   hint that PostgreSQL checks (a version that is no longer visible, say after a rollback to a
 //!   savepoint, is simply not found, and the append takes the ordinary path). Bounded: the
 //!   transaction's most recently written maps only.
@@ -34,24 +36,42 @@ const WRITTEN_KEPT: NonZeroUsize = match NonZeroUsize::new(256) {
 /// The channel committed appends are announced on.
 pub const CHANNEL: &str = "chunked_map";
 
+/// What this transaction knows of a map's state row it wrote.
+#[derive(Debug, Clone, Copy)]
+pub enum Written {
+    /// The version it wrote last is at this address.
+    At(pg_sys::ItemPointerData),
+    /// It wrote the row, by the one-statement append, which does not report where.
+    Somewhere,
+}
+
 thread_local! {
-    static WRITTEN: RefCell<LruCache<String, pg_sys::ItemPointerData>> =
+    static WRITTEN: RefCell<LruCache<String, Written>> =
         RefCell::new(LruCache::new(WRITTEN_KEPT));
     static TO_ANNOUNCE: RefCell<BTreeSet<String>> = const { RefCell::new(BTreeSet::new()) };
 }
 
-/// The address of the state row version this transaction last wrote for `map`, if it kept it.
-pub fn written_version(map: &str) -> Option<pg_sys::ItemPointerData> {
+/// What this transaction kept of the state row it wrote for `map`; `None` when it has not
+/// written it (or forgot: only the most recently written maps are kept).
+pub fn written(map: &str) -> Option<Written> {
     WRITTEN.with(|written| written.borrow_mut().get(map).copied())
 }
 
 pub fn remember_written(map: &str, tid: pg_sys::ItemPointerData) {
+    remember(map, Written::At(tid));
+}
+
+pub fn remember_written_somewhere(map: &str) {
+    remember(map, Written::Somewhere);
+}
+
+fn remember(map: &str, what: Written) {
     WRITTEN.with(|written| {
         let mut written = written.borrow_mut();
         match written.get_mut(map) {
-            Some(kept) => *kept = tid,
+            Some(kept) => *kept = what,
             None => {
-                written.put(map.to_owned(), tid);
+                written.put(map.to_owned(), what);
             }
         }
     });

@@ -35,6 +35,8 @@ struct Options {
     mid: i64,
     bytes_records: u64,
     load_records: u64,
+    /// Section A only, printed and not written to the results file: for comparing changes.
+    appends_only: bool,
 }
 
 impl Options {
@@ -46,27 +48,18 @@ impl Options {
                 .and_then(|i| args.get(i + 1))
                 .and_then(|v| v.parse().ok())
         }
-        if args.iter().any(|a| a == "--quick") {
-            return Options {
-                append_rounds: 2,
-                append_seconds: 1,
-                rounds: 1,
-                seconds: 2,
-                big: 100_000,
-                mid: 10_000,
-                bytes_records: 20_000,
-                load_records: 20_000,
-            };
-        }
+        // --quick: smaller maps and shorter runs (flags given explicitly still apply)
+        let quick = args.iter().any(|a| a == "--quick");
         Options {
-            append_rounds: value(&args, "--append-rounds").unwrap_or(8),
-            append_seconds: value(&args, "--append-seconds").unwrap_or(2),
-            rounds: value(&args, "--rounds").unwrap_or(3),
-            seconds: value(&args, "--seconds").unwrap_or(5),
-            big: 1_000_000,
-            mid: 100_000,
-            bytes_records: 100_000,
-            load_records: 200_000,
+            append_rounds: value(&args, "--append-rounds").unwrap_or(if quick { 2 } else { 8 }),
+            append_seconds: value(&args, "--append-seconds").unwrap_or(if quick { 1 } else { 2 }),
+            rounds: value(&args, "--rounds").unwrap_or(if quick { 1 } else { 3 }),
+            seconds: value(&args, "--seconds").unwrap_or(if quick { 2 } else { 5 }),
+            big: if quick { 100_000 } else { 1_000_000 },
+            mid: if quick { 10_000 } else { 100_000 },
+            bytes_records: if quick { 20_000 } else { 100_000 },
+            load_records: if quick { 20_000 } else { 200_000 },
+            appends_only: args.iter().any(|a| a == "--appends-only"),
         }
     }
 }
@@ -211,6 +204,10 @@ fn main() {
     eprintln!("setting up and prefilling ({:?})", began.elapsed());
     setup(&mut bench);
     let appends = section_a(&mut bench);
+    if bench.options.appends_only {
+        println!("{}\n{appends}", machine());
+        return;
+    }
     eprintln!("contention ({:?})", began.elapsed());
     let contention = section_b(&mut bench);
     eprintln!("page latency ({:?})", began.elapsed());
@@ -244,7 +241,9 @@ fn baseline_database(cluster: &Cluster) -> Option<Client> {
         .unwrap()
         .get(0);
     if available == 0 {
-        eprintln!("chunked_map_v020 is not installed (bench/baseline.sh): no comparison with 0.2.0");
+        eprintln!(
+            "chunked_map_v020 is not installed (bench/baseline.sh): no comparison with 0.2.0"
+        );
         return None;
     }
     postgres
@@ -447,8 +446,14 @@ fn section_a(bench: &mut Bench) -> String {
             let _ = write!(
                 out,
                 " {label} records **{:.2}** / **{:.2}**;",
-                per_round((false, label, Variant::Chunked), (false, label, Variant::ChunkedV020)),
-                per_round((true, label, Variant::Chunked), (true, label, Variant::ChunkedV020)),
+                per_round(
+                    (false, label, Variant::Chunked),
+                    (false, label, Variant::ChunkedV020)
+                ),
+                per_round(
+                    (true, label, Variant::Chunked),
+                    (true, label, Variant::ChunkedV020)
+                ),
             );
         }
         let _ = writeln!(out);
@@ -820,7 +825,11 @@ fn section_e(bench: &mut Bench) -> String {
             let _ = writeln!(
                 out,
                 "| {} | {per_call} | {rate:.0} | {current} | {archived} |",
-                if variant == Variant::ChunkedV020 { "0.2.0" } else { "0.3" }
+                if variant == Variant::ChunkedV020 {
+                    "0.2.0"
+                } else {
+                    "0.3"
+                }
             );
         }
     }

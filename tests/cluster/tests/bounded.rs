@@ -209,7 +209,7 @@ fn the_thousandth_append_of_a_transaction_finds_the_state_row_without_the_index(
     assert_eq!(
         delta(&before, &after, "map_state"),
         (0, 2, 0),
-        "the first append probes the index (to lock the row, then to update it); the 4,999 others go to the row version by address"
+        "two index probes: the first append's, and the second's (to learn the address the first left); the 4,998 others go to the row version by address"
     );
     let consistent: bool = client
         .query_one(
