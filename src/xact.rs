@@ -132,6 +132,10 @@ fn announce() {
     if maps.is_empty() {
         return;
     }
+    // SPI needs an active snapshot, which a committing transaction no longer has: the
+    // transaction's (under READ COMMITTED, a new one), which sees what it wrote.
+    // SAFETY: pushed here and popped below, before the callback returns.
+    unsafe { pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot()) };
     spi::connect(|session| {
         for map in &maps {
             let Some((last_seq, xmin)) = store::announced_state(session, map) else {
@@ -153,4 +157,6 @@ fn announce() {
             };
         }
     });
+    // SAFETY: the snapshot pushed above.
+    unsafe { pg_sys::PopActiveSnapshot() };
 }

@@ -1,0 +1,176 @@
+//! SPEC.md, Following a map: while a map's notifications are on, every committed transaction
+//! that appended to it sends one notification on channel `chunked_map` with its newest
+//! sequence; nothing is sent for rolled-back appends, nor for maps whose notifications are off.
+
+use std::time::Duration;
+
+use chunked_map_cluster_tests::{assert_error, Client, Cluster};
+use postgres::fallible_iterator::FallibleIterator;
+use serde_json::{json, Value};
+
+/// Every notification received within `wait`, as (channel, parsed payload).
+fn received(listener: &mut Client, wait: Duration) -> Vec<(String, Value)> {
+    let mut notifications = listener.notifications();
+    let mut out = Vec::new();
+    let mut iter = notifications.timeout_iter(wait);
+    while let Ok(Some(notification)) = iter.next() {
+        let payload: Value = serde_json::from_str(notification.payload()).expect("payload is JSON");
+        out.push((notification.channel().to_owned(), payload));
+    }
+    out
+}
+
+fn setup(database: &str) -> (Cluster, Client, Client) {
+    let cluster = Cluster::start();
+    let mut writer = cluster.database(database);
+    writer
+        .batch_execute(
+            "SELECT chunked_map.chunked_start('loud', 3);
+             SELECT chunked_map.chunked_start('quiet', 3);
+             SELECT chunked_map.chunked_set_notify('loud', true);",
+        )
+        .unwrap();
+    let mut listener = cluster.connect(database);
+    listener.batch_execute("LISTEN chunked_map").unwrap();
+    (cluster, writer, listener)
+}
+
+#[test]
+fn a_committed_transaction_sends_one_notification_per_map_with_its_newest_sequence() {
+    let (_cluster, mut writer, mut listener) = setup("notify_commit");
+    // four appends in one transaction (one rollover among them), one alone, and a batch
+    writer
+        .batch_execute(
+            "BEGIN;
+             SELECT chunked_map.chunked_register('loud', '{}') FROM generate_series(1, 4);
+             SELECT chunked_map.chunked_register('quiet', '{}');
+             COMMIT;",
+        )
+        .unwrap();
+    writer
+        .execute("SELECT chunked_map.chunked_register('loud', '{}')", &[])
+        .unwrap();
+    writer
+        .execute(
+            "SELECT count(*) FROM chunked_map.chunked_register_many('loud', ARRAY['{}', '{}']::jsonb[])",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(
+        received(&mut listener, Duration::from_millis(500)),
+        vec![
+            (
+                "chunked_map".to_owned(),
+                json!({"map": "loud", "last_seq": 4})
+            ),
+            (
+                "chunked_map".to_owned(),
+                json!({"map": "loud", "last_seq": 5})
+            ),
+            (
+                "chunked_map".to_owned(),
+                json!({"map": "loud", "last_seq": 7})
+            ),
+        ]
+    );
+}
+
+#[test]
+fn nothing_is_sent_for_rolled_back_appends_nor_for_a_map_whose_notifications_are_off() {
+    let (_cluster, mut writer, mut listener) = setup("notify_rollback");
+    writer
+        .batch_execute(
+            "BEGIN;
+             SELECT chunked_map.chunked_register('loud', '{}');
+             ROLLBACK;
+             SELECT chunked_map.chunked_register('quiet', '{}');",
+        )
+        .unwrap();
+    // appends in a savepoint that rolls back do not count; the ones before it do
+    writer
+        .batch_execute(
+            "BEGIN;
+             SELECT chunked_map.chunked_register('loud', '{}');
+             SAVEPOINT s;
+             SELECT chunked_map.chunked_register('loud', '{}');
+             ROLLBACK TO SAVEPOINT s;
+             COMMIT;",
+        )
+        .unwrap();
+    // a transaction whose only append to the map rolled back to a savepoint sends nothing
+    writer
+        .batch_execute(
+            "BEGIN;
+             SAVEPOINT s;
+             SELECT chunked_map.chunked_register('loud', '{}');
+             ROLLBACK TO SAVEPOINT s;
+             COMMIT;",
+        )
+        .unwrap();
+    assert_eq!(
+        received(&mut listener, Duration::from_millis(500)),
+        vec![(
+            "chunked_map".to_owned(),
+            json!({"map": "loud", "last_seq": 1})
+        )]
+    );
+
+    // turned off, the map is quiet again
+    writer
+        .batch_execute(
+            "SELECT chunked_map.chunked_set_notify('loud', false);
+             SELECT chunked_map.chunked_register('loud', '{}');",
+        )
+        .unwrap();
+    assert_eq!(received(&mut listener, Duration::from_millis(300)), vec![]);
+    let info: bool = writer
+        .query_one(
+            "SELECT (chunked_map.chunked_info('loud') ->> 'notify')::boolean",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(!info);
+}
+
+#[test]
+fn a_prepared_transaction_cannot_announce_and_says_so() {
+    let cluster = Cluster::start_with(&["max_prepared_transactions=2"]);
+    let mut writer = cluster.database("notify_prepared");
+    writer
+        .batch_execute(
+            "SELECT chunked_map.chunked_start('loud');
+             SELECT chunked_map.chunked_set_notify('loud', true);
+             SELECT chunked_map.chunked_start('quiet');",
+        )
+        .unwrap();
+    writer
+        .batch_execute("BEGIN; SELECT chunked_map.chunked_register('loud', '{}');")
+        .unwrap();
+    let error = assert_error(
+        writer.batch_execute("PREPARE TRANSACTION 'p1'"),
+        "0A000",
+        "cannot PREPARE a transaction that appended to a map whose notifications are on",
+    );
+    assert!(error
+        .hint()
+        .unwrap_or_default()
+        .contains("chunked_set_notify"));
+    // the map is as it was, and a map without notifications prepares fine
+    writer
+        .batch_execute(
+            "BEGIN;
+             SELECT chunked_map.chunked_register('quiet', '{}');
+             PREPARE TRANSACTION 'p2';",
+        )
+        .unwrap();
+    writer.batch_execute("COMMIT PREPARED 'p2'").unwrap();
+    let newest: i64 = writer
+        .query_one(
+            "SELECT (chunked_map.chunked_info('loud') ->> 'total_records')::bigint",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(newest, 0);
+}
