@@ -5,6 +5,7 @@
 #      connections, crashes, dumps, roles, upgrades, the client examples), each on a
 #      throw-away cluster
 #   3. the HTTP service driven over HTTP, and the benchmark driver's unit tests
+#   4. the Debian package, installed on a Debian 12 without a toolchain (a cached chroot)
 # Any argument is passed to the test binaries of steps 2 and 3 as a name filter.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -29,4 +30,7 @@ cargo test -p chunked_map_cluster_tests -- "$@"
 
 log "HTTP service and benchmark driver"
 cargo test -p subscribers-http -p chunked_map_bench -- "$@"
+
+log "the Debian package on a machine without a toolchain"
+tests/package/run.sh
 log "all tests passed"

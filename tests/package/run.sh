@@ -41,7 +41,10 @@ done
 as_root mount -t proc proc "$root/proc" && mounted+=("$root/proc")
 as_root mount -t tmpfs shm "$root/dev/shm" && mounted+=("$root/dev/shm")
 
-in_chroot() { as_root chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
+in_chroot() {
+    as_root chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
+        DEBIAN_FRONTEND=noninteractive "$@"
+}
 as_postgres() { in_chroot su postgres -s /bin/sh -c "$*"; }
 transcript="$work/transcript.txt"
 : > "$transcript"
@@ -65,7 +68,7 @@ say "\$ dpkg -i $(basename "$deb")"
 in_chroot dpkg -i "/var/tmp/cm/$(basename "$deb")" 2>&1 | tee -a "$transcript"
 in_chroot dpkg -L postgresql-15-chunked-map | grep -E '\.(so|control|sql)$' | tee -a "$transcript"
 
-as_root chown postgres: "$root/var/tmp/cm"
+in_chroot chown -R postgres: /var/tmp/cm
 as_postgres "/usr/lib/postgresql/15/bin/initdb -D /var/tmp/cm/data -U postgres -A trust -E UTF8 --locale=C.UTF-8 >/var/tmp/cm/initdb.log"
 as_postgres "/usr/lib/postgresql/15/bin/pg_ctl -D /var/tmp/cm/data -o '-k /var/tmp/cm -c listen_addresses=' -l /var/tmp/cm/server.log -w start >/dev/null"
 psql() { as_postgres "psql -X -q -h /var/tmp/cm -U postgres -v ON_ERROR_STOP=1 $*"; }
