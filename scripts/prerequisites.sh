@@ -13,9 +13,16 @@ for package in "${packages[@]}"; do
         || missing+=("$package")
 done
 # The client examples' tests need Python (with venv) and Node.js (with npm); the machine's own
-# are used when present, Debian's installed otherwise.
+# are used when present, Debian's installed otherwise. Go and Java come from Debian, with their
+# PostgreSQL drivers (Go modules and Maven are not reachable): pgx v4 and pgjdbc; Diesel needs
+# libpq; the package test needs debootstrap.
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3 python3-venv)
 command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)
+for package in golang-go golang-github-jackc-pgx-v4-dev default-jdk-headless libpostgresql-jdbc-java \
+               libpq-dev debootstrap; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
+        || missing+=("$package")
+done
 if [ ${#missing[@]} -gt 0 ]; then
     log "installing Debian packages: ${missing[*]}"
     as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq

@@ -184,3 +184,37 @@ fn the_typescript_client_appends_with_retries_and_pages_to_the_oldest_chunk() {
         command
     });
 }
+
+#[test]
+fn the_go_client_appends_with_retries_and_pages_to_the_oldest_chunk() {
+    // Debian's Go 1.19 with Debian's pgx v4, in GOPATH mode (no module proxy reachable)
+    let example = repo_root().join("examples/clients/go/subscribers.go");
+    let binary = cache_dir("go").join("subscribers");
+    std::fs::create_dir_all(cache_dir("go")).expect("cache directory");
+    run(Command::new("go")
+        .args(["build", "-o"])
+        .arg(&binary)
+        .arg(&example)
+        .env("GO111MODULE", "off")
+        .env("GOPATH", "/usr/share/gocode")
+        .env("GOCACHE", cache_dir("go-cache")));
+    check_client(|url| {
+        let mut command = Command::new(&binary);
+        command.env("DATABASE_URL", url);
+        command
+    });
+}
+
+#[test]
+fn the_java_client_appends_with_retries_and_pages_to_the_oldest_chunk() {
+    // Debian's JDK 17 running the single-file program, with Debian's pgjdbc
+    let example = repo_root().join("examples/clients/java/Subscribers.java");
+    check_client(|url| {
+        let mut command = Command::new("java");
+        command
+            .args(["-cp", "/usr/share/java/postgresql.jar"])
+            .arg(&example)
+            .env("DATABASE_URL", url);
+        command
+    });
+}
