@@ -175,6 +175,39 @@ fn free_port() -> u16 {
     }
 }
 
+/// A Python virtual environment under target/ with `requirements` installed (cached between
+/// runs); returns its interpreter.
+pub fn python_with(name: &str, requirements: &Path) -> PathBuf {
+    let venv = repo_root().join("target/client-examples").join(name);
+    let python = venv.join("bin/python");
+    if !python.exists() {
+        let status = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()
+            .expect("python3 -m venv");
+        assert!(status.success(), "python3 -m venv failed");
+    }
+    let status = Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-r",
+        ])
+        .arg(requirements)
+        .status()
+        .expect("pip install");
+    assert!(
+        status.success(),
+        "pip install -r {} failed",
+        requirements.display()
+    );
+    python
+}
+
 /// The SQLSTATE and message of a failed statement.
 pub fn db_error(error: &postgres::Error) -> (String, String) {
     let db = error

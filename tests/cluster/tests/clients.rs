@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use chunked_map_cluster_tests::{repo_root, Cluster};
+use chunked_map_cluster_tests::{python_with, repo_root, Cluster};
 use serde_json::Value;
 
 const MAP: &str = "subscribers";
@@ -140,21 +140,7 @@ fn check_client(client: impl FnOnce(&str) -> Command) {
 #[test]
 fn the_python_client_appends_with_retries_and_pages_to_the_oldest_chunk() {
     let example = repo_root().join("examples/clients/python");
-    let venv = cache_dir("python-venv");
-    let python = venv.join("bin/python");
-    if !python.exists() {
-        run(Command::new("python3").arg("-m").arg("venv").arg(&venv));
-    }
-    run(Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "-r",
-        ])
-        .arg(example.join("requirements.txt")));
+    let python = python_with("python-venv", &example.join("requirements.txt"));
     check_client(|url| {
         let mut command = Command::new(&python);
         command
