@@ -28,8 +28,8 @@ scripts/install-extension.sh
 log "cluster tests (pg_regress, concurrency, data safety, upgrades, client examples)"
 cargo test -p chunked_map_cluster_tests -- "$@"
 
-log "HTTP service and benchmark driver"
-cargo test -p subscribers-http -p chunked_map_bench -- "$@"
+log "HTTP service, benchmark driver, Diesel example"
+cargo test -p subscribers-http -p chunked_map_bench -p chunked_map_diesel_example -- "$@"
 
 log "the Debian package on a machine without a toolchain"
 tests/package/run.sh

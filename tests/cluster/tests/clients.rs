@@ -33,8 +33,8 @@ fn cache_dir(name: &str) -> PathBuf {
 
 /// Runs a client against a fresh database while a transaction holds the map's append lock until
 /// the client has been connected for 300 ms (so its first append meets 40001), then checks what
-/// it appended and read back.
-fn check_client(client: impl FnOnce(&str) -> Command) {
+/// it appended and read back; returns its report for more checks.
+fn check_client(client: impl FnOnce(&str) -> Command) -> Value {
     let cluster = Cluster::start();
     let mut holder = cluster.database("clients");
     holder
@@ -135,6 +135,7 @@ fn check_client(client: impl FnOnce(&str) -> Command) {
             "00000000000000000001"
         ]
     );
+    report
 }
 
 #[test]
@@ -203,4 +204,52 @@ fn the_java_client_appends_with_retries_and_pages_to_the_oldest_chunk() {
             .env("DATABASE_URL", url);
         command
     });
+}
+
+/// What an ORM example reports of its optimistic append after the wrong sequence: the domain
+/// error it maps 23000 to, never a retry.
+fn assert_optimistic_mismatch_is_a_domain_error(report: &Value) {
+    let optimistic = report["optimistic"].as_str().expect("optimistic");
+    assert!(
+        optimistic.starts_with(
+            "UnexpectedLastSeq: map \"subscribers\" has newest sequence 11, expected 10"
+        ),
+        "{optimistic}"
+    );
+}
+
+#[test]
+fn the_sqlalchemy_example_calls_the_functions_through_func_and_maps_the_sqlstates() {
+    let example = repo_root().join("examples/orm/sqlalchemy");
+    let python = python_with("sqlalchemy-venv", &example.join("requirements.txt"));
+    let report = check_client(|url| {
+        let mut command = Command::new(&python);
+        command
+            .arg(example.join("subscribers.py"))
+            .env("DATABASE_URL", url);
+        command
+    });
+    assert_optimistic_mismatch_is_a_domain_error(&report);
+}
+
+#[test]
+fn the_drizzle_example_calls_the_functions_through_sql_and_maps_the_sqlstates() {
+    let example = repo_root().join("examples/orm/drizzle");
+    let npm = |args: &[&str]| {
+        run(Command::new("npm")
+            .args(args)
+            .arg("--no-audit")
+            .arg("--no-fund")
+            .current_dir(&example));
+    };
+    npm(&["ci", "--silent"]);
+    npm(&["run", "--silent", "build"]);
+    let report = check_client(|url| {
+        let mut command = Command::new("node");
+        command
+            .arg(example.join("dist/subscribers.js"))
+            .env("DATABASE_URL", url);
+        command
+    });
+    assert_optimistic_mismatch_is_a_domain_error(&report);
 }
