@@ -34,6 +34,13 @@ pub struct Config {
     /// Connections in the pool
     #[arg(long, env = "POOL_SIZE", default_value_t = 16)]
     pub pool_size: usize,
+
+    /// How long an append waits for the map when another request's transaction holds it
+    /// (`chunked_map.lock_timeout` on every pooled connection), in milliseconds. A short wait
+    /// serves a hot map better than failing at once and retrying: requests queue on the map's
+    /// lock instead of spinning. 0: never wait (chunked_map's default), retry instead.
+    #[arg(long, env = "LOCK_TIMEOUT_MS", default_value_t = 50)]
+    pub lock_timeout_ms: u32,
 }
 
 impl Config {

@@ -3,6 +3,8 @@
 //!
 //! - `POST /patterns/sequentially-chunked-attribute-map/start`: start the map (201 / 200)
 //! - `POST /patterns/sequentially-chunked-attribute-map/register`: append the JSON body
+//!   (`?expectedLastSeq=n`: only after that newest sequence; `?map=name`: another map than the
+//!   configured one)
 //! - `GET /patterns/sequentially-chunked-attribute-map/subscribers?pageToken=current`: a page
 
 mod config;
@@ -28,10 +30,17 @@ async fn main() {
 }
 
 async fn run(config: Config) -> Result<(), String> {
-    let pg_config: tokio_postgres::Config = config
+    let mut pg_config: tokio_postgres::Config = config
         .database_url
         .parse()
         .map_err(|e| format!("DATABASE_URL: {e}"))?;
+    // every pooled connection waits up to the configured time for a held map
+    let options = format!(
+        "{} -c chunked_map.lock_timeout={}ms",
+        pg_config.get_options().unwrap_or(""),
+        config.lock_timeout_ms
+    );
+    pg_config.options(options.trim());
     let manager = Manager::from_config(
         pg_config,
         tokio_postgres::NoTls,

@@ -133,12 +133,13 @@ async fn register(
             ApiError::bad_request(format!("expectedLastSeq must be an integer, got {value:?}"))
         })?),
     };
+    let map = query.get("map").unwrap_or(&state.map);
     let (row, retries) = match expected {
         None => {
             query_one(
                 &state,
                 "SELECT chunked_map.chunked_register($1, $2::text::jsonb)",
-                &[&state.map, &body],
+                &[map, &body],
             )
             .await?
         }
@@ -146,7 +147,7 @@ async fn register(
             query_one(
                 &state,
                 "SELECT chunked_map.chunked_register($1, $2::text::jsonb, $3)",
-                &[&state.map, &body, &expected],
+                &[map, &body, &expected],
             )
             .await?
         }

@@ -367,3 +367,52 @@ fn sixteen_concurrent_appenders_to_one_map_all_succeed_with_contiguous_sequences
     let pages = walk(&service);
     assert_eq!(seqs(&pages), (1..=total).rev().collect::<Vec<_>>());
 }
+
+#[test]
+fn by_default_a_request_waits_briefly_for_a_held_map_and_never_waits_when_told_not_to() {
+    let cluster = Cluster::start();
+    let mut db = cluster.database("waits");
+    db.batch_execute("SELECT chunked_map.chunked_start('subscribers')")
+        .unwrap();
+    let waiting = Service::spawn(&cluster, "waits", "subscribers", &[]);
+    let nowait = Service::spawn(
+        &cluster,
+        "waits",
+        "subscribers",
+        &[("LOCK_TIMEOUT_MS", "0"), ("RETRY_MAX_ATTEMPTS", "1")],
+    );
+
+    // a transaction holds the map for 20 ms: the default service waits for it (no retry)
+    db.batch_execute("BEGIN; SELECT chunked_map.chunked_register('subscribers', '{}');")
+        .unwrap();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        db.batch_execute("COMMIT").unwrap();
+        db
+    });
+    let answer = waiting.register("{}");
+    let mut db = release.join().unwrap();
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    assert_eq!(answer.json(), json!({"seq": 2}));
+    assert_eq!(answer.retries, 0, "it waited instead of retrying");
+
+    // told never to wait (and not to retry), the same situation is 40001 at once: 503
+    db.batch_execute("BEGIN; SELECT chunked_map.chunked_register('subscribers', '{}');")
+        .unwrap();
+    let began = Instant::now();
+    nowait
+        .register("{}")
+        .assert_error(503, Some("40001"), "locked by a concurrent append");
+    assert!(began.elapsed() < Duration::from_secs(1));
+    db.batch_execute("COMMIT").unwrap();
+
+    // `?map=` appends to another map through the same service
+    db.batch_execute("SELECT chunked_map.chunked_start('other')")
+        .unwrap();
+    assert_eq!(
+        waiting
+            .call("POST", "/register?map=other", Some("{}"))
+            .json(),
+        json!({"seq": 1})
+    );
+}
