@@ -8,8 +8,11 @@ set -euo pipefail
 source "$(dirname "$0")/../scripts/lib.sh"
 cd "$REPO_ROOT"
 scripts/prerequisites.sh
+# the HTTP load test's load generator
+command -v wrk >/dev/null || as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk
 if [[ " $* " != *" --no-baseline "* ]]; then
     bench/baseline.sh
 fi
 scripts/install-extension.sh --release
+cargo build --quiet --release -p subscribers-http
 cargo run --quiet -p chunked_map_bench -- "$@"

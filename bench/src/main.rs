@@ -5,6 +5,7 @@
 //!
 //! Usage: chunked_map_bench [--append-rounds N] [--append-seconds S] [--rounds N] [--seconds S] [--quick]
 
+mod http;
 mod pgbench;
 
 use std::collections::BTreeMap;
@@ -216,9 +217,19 @@ fn main() {
     let bytes = section_d(&mut bench);
     eprintln!("batch loads ({:?})", began.elapsed());
     let loads = section_e(&mut bench);
+    eprintln!("notifications ({:?})", began.elapsed());
+    let notify = section_f(&mut bench);
+    eprintln!("HTTP load ({:?})", began.elapsed());
+    let http = http::section(
+        &bench.cluster,
+        &bench.work,
+        bench.options.rounds,
+        bench.options.seconds * 2,
+    )
+    .unwrap_or_default();
 
     let report = format!(
-        "{}\n{appends}\n{contention}\n{pages}\n{bytes}\n{loads}\nWhole run: {:.1} minutes.\n",
+        "{}\n{appends}\n{contention}\n{pages}\n{bytes}\n{loads}\n{notify}\n{http}\nWhole run: {:.1} minutes.\n",
         machine(),
         began.elapsed().as_secs_f64() / 60.0
     );
@@ -311,7 +322,7 @@ fn setup(bench: &mut Bench) {
     bench.sql("CHECKPOINT");
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
+pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     let n = values.len();
     if n == 0 {
@@ -833,6 +844,74 @@ fn section_e(bench: &mut Bench) -> String {
             );
         }
     }
+    out
+}
+
+/// F. What notifications cost: appends to a map whose notifications are on against one whose
+/// are off, from one client (ratio within each round) and from 8 clients on 8 maps (a notifying
+/// commit takes PostgreSQL's global notify queue lock).
+fn section_f(bench: &mut Bench) -> String {
+    for (map, notify) in [("quiet", false), ("loud", true)] {
+        bench.sql(&format!(
+            "SELECT chunked_map.chunked_start('{map}'), chunked_map.chunked_set_notify('{map}', {notify})"
+        ));
+        for client in 0..8 {
+            bench.sql(&format!(
+                "SELECT chunked_map.chunked_start('{map}{client}'), chunked_map.chunked_set_notify('{map}{client}', {notify})"
+            ));
+        }
+    }
+    let one = |map: &str| {
+        format!(
+            "\\set n random(1, 1000000)\nSELECT chunked_map.chunked_register({map}, {});\n",
+            payload(":n")
+        )
+    };
+    let configs: Vec<(&str, String, u32, bool)> = vec![
+        ("1 client, notifications off", one("'quiet'"), 1, false),
+        ("1 client, notifications on", one("'loud'"), 1, false),
+        ("8 clients on 8 maps, notifications off", one("('quiet' || :client_id)"), 8, true),
+        ("8 clients on 8 maps, notifications on", one("('loud' || :client_id)"), 8, true),
+    ];
+    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
+    let (rounds, seconds) = (bench.options.append_rounds, bench.options.append_seconds);
+    for round in 0..rounds {
+        eprintln!("notifications, round {} of {rounds}", round + 1);
+        for (i, (_, script, clients, sync)) in configs.iter().enumerate() {
+            let outcome = bench.pgbench(
+                "bench",
+                &Run {
+                    script,
+                    clients: *clients,
+                    length: Length::Seconds(seconds),
+                    defines: vec![],
+                    options: sync_option(*sync),
+                    retry: false,
+                    log_dir: None,
+                },
+            );
+            rates[i].push(outcome.tps);
+        }
+    }
+    let ratio = |on: usize, off: usize| {
+        median(rates[on].iter().zip(&rates[off]).map(|(a, b)| a / b).collect())
+    };
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "### F. Notifications (chunked_set_notify): appends with notifications on and off ({seconds} s × {rounds} rounds, median; 1 client at synchronous_commit off, 8 clients at on)\n"
+    );
+    let _ = writeln!(out, "| workload | appends/s |");
+    let _ = writeln!(out, "|---|---:|");
+    for ((name, _, _, _), values) in configs.iter().zip(&rates) {
+        let _ = writeln!(out, "| {name} | {:.0} |", median(values.clone()));
+    }
+    let _ = writeln!(
+        out,
+        "\nOn ÷ off, same round: 1 client **{:.2}**; 8 clients on 8 maps **{:.2}**.",
+        ratio(1, 0),
+        ratio(3, 2)
+    );
     out
 }
 
