@@ -19,8 +19,8 @@ END
 $$;
 
 -- The next sequence is what 0.2.0 derived: one past the newest record of the current chunk.
--- A payload's bytes are its binary jsonb size, the measure an append counts (a value parsed
--- from its own text has exactly the stored value's binary form).
+-- A payload's bytes are what an append counts: the larger of its binary jsonb size (a value
+-- parsed from its own text has exactly the stored value's binary form) and its text's length.
 ALTER TABLE chunked_map.map_state
     ADD COLUMN next_seq bigint,
     ADD COLUMN current_bytes bigint NOT NULL DEFAULT 0,
@@ -29,7 +29,8 @@ UPDATE chunked_map.map_state AS s
 SET next_seq = c.next_seq, current_bytes = c.bytes
 FROM (SELECT m.map,
              coalesce(max(r.seq) + 1, m.current_first_seq) AS next_seq,
-             coalesce(sum(pg_catalog.pg_column_size(r.payload::text::jsonb) - 4), 0) AS bytes
+             coalesce(sum(GREATEST(pg_catalog.pg_column_size(r.payload::text::jsonb) - 4,
+                              pg_catalog.octet_length(r.payload::text))), 0) AS bytes
       FROM chunked_map.map_state AS m
       LEFT JOIN chunked_map.current_record AS r ON r.map = m.map AND r.seq >= m.current_first_seq
       GROUP BY m.map, m.current_first_seq) AS c
@@ -77,5 +78,49 @@ CREATE TRIGGER current_record_is_append_only
 CREATE TRIGGER map_state_is_kept
     BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON chunked_map.map_state
     FOR EACH STATEMENT EXECUTE FUNCTION chunked_map.chunked_forbid_rewrite();
+
+-- Nor can code be attached to them: a role granted TRIGGER on a storage table (part of ALL)
+-- could add a trigger that the functions, running as the owner, would fire; one granted
+-- REFERENCES could point a foreign key at map_state and block chunked_drop. Both are refused at
+-- the end of the command, for anyone but the tables' owner (or a member of it), with the same
+-- 42501 as direct DML.
+CREATE FUNCTION chunked_map.chunked_forbid_attachments() RETURNS event_trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    command record;
+    target regclass;
+    owner oid;
+BEGIN
+    FOR command IN SELECT * FROM pg_catalog.pg_event_trigger_ddl_commands() LOOP
+        target := NULL;
+        IF command.command_tag = 'CREATE TRIGGER' THEN
+            SELECT t.tgrelid INTO target FROM pg_catalog.pg_trigger AS t WHERE t.oid = command.objid;
+        ELSIF command.classid = 'pg_catalog.pg_class'::regclass THEN
+            SELECT c.confrelid INTO target FROM pg_catalog.pg_constraint AS c
+            WHERE c.conrelid = command.objid AND c.contype = 'f'
+              AND c.confrelid IN ('chunked_map.map_state'::regclass, 'chunked_map.current_record'::regclass,
+                                  'chunked_map.archived_chunk'::regclass)
+            LIMIT 1;
+        END IF;
+        IF target IN ('chunked_map.map_state'::regclass, 'chunked_map.current_record'::regclass,
+                      'chunked_map.archived_chunk'::regclass) THEN
+            SELECT c.relowner INTO owner FROM pg_catalog.pg_class AS c WHERE c.oid = target;
+            IF NOT pg_catalog.pg_has_role(current_user, owner, 'USAGE') THEN
+                RAISE EXCEPTION '% on % is not allowed: chunked_map history is append-only',
+                        CASE command.command_tag WHEN 'CREATE TRIGGER' THEN 'CREATE TRIGGER'
+                                                 ELSE 'a foreign key to' END,
+                        target
+                    USING ERRCODE = 'insufficient_privilege',
+                          DETAIL = 'Only the owner of the extension''s tables may attach triggers or foreign keys to them.';
+            END IF;
+        END IF;
+    END LOOP;
+END
+$$;
+CREATE EVENT TRIGGER chunked_map_attachments ON ddl_command_end
+    WHEN TAG IN ('CREATE TRIGGER', 'CREATE TABLE', 'ALTER TABLE')
+    EXECUTE FUNCTION chunked_map.chunked_forbid_attachments();
 
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA chunked_map FROM PUBLIC;

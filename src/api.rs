@@ -160,3 +160,17 @@ fn chunked_verify(map: Option<&str>) -> pgrx::JsonB {
     let map = MapName::parse(map).or_raise();
     pgrx::JsonB(crate::verify::verify(map))
 }
+
+/// On a Citus coordinator: distributes the storage tables by map (colocated) and every function
+/// whose first argument is the map by that argument, so that a call runs on the node holding
+/// the map. Idempotent. Owner-only until granted. Without Citus: 55000.
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn chunked_distribute() {
+    let distributed = crate::distribute::distribute();
+    pgrx::notice!(
+        "chunked_map: distributed {} tables and {} functions now (the others were already)",
+        distributed.tables,
+        distributed.functions
+    );
+}

@@ -20,25 +20,53 @@ use crate::store::{self, Appended, MapState};
 use crate::token::archived_token;
 use crate::xact::{self, Written};
 
-/// Starts a map; `false` (and no change) when it already exists. Never waits: not for another
-/// transaction starting or dropping the same name (see `lock::lock_name`), nor for one
-/// appending to the map (its uncommitted state row would make an insert wait, so the map's
-/// existence is looked up first).
+/// Starts a map; `false` (and no change) when it already exists. Never waits (unless
+/// `chunked_map.lock_timeout` says so). The map's name is locked (see `lock`) by a start that
+/// creates the map and by a drop, so that a start never meets an uncommitted start or drop of
+/// the same name: one of the map's existence is 40001 at once; starts of a map that exists do
+/// not lock its name (they only check that nobody holds it), so they never conflict with each
+/// other. The insert happens only once no committed or uncommitted row of the map can be there,
+/// so it has nothing to wait for. Under REPEATABLE READ and SERIALIZABLE, a map started or
+/// dropped after the snapshot is 40001.
 pub fn start(map: MapName<'_>, chunk_size: i32) -> bool {
     spi::connect(|session| {
+        let repeatable = lock::uses_transaction_snapshot();
+        let visible = store::map_rows_visible_to_writer(session, map.as_str()) > 0;
+        let now = if repeatable {
+            store::map_exists_now(session, map.as_str())
+        } else {
+            visible
+        };
+        if visible != now {
+            changed_after_snapshot(map);
+        }
+        if visible {
+            // a drop of it may be under way
+            lock::probe_name(session, map);
+            if store::map_exists_now(session, map.as_str()) {
+                return false;
+            }
+            if repeatable {
+                changed_after_snapshot(map);
+            }
+        }
         lock::lock_name(session, map);
-        if store::map_rows_visible_to_writer(session, map.as_str()) > 0 {
-            // A snapshot that still sees a map a drop has removed since is out of date.
-            if lock::uses_transaction_snapshot() && !store::map_exists_now(session, map.as_str()) {
-                ChunkedError::ChangedAfterSnapshot {
-                    map: map.as_str().to_owned(),
-                }
-                .raise();
+        // started by a transaction that committed while this one took the lock
+        if store::map_exists_now(session, map.as_str()) {
+            if repeatable {
+                changed_after_snapshot(map);
             }
             return false;
         }
         store::start(session, map.as_str(), chunk_size)
     })
+}
+
+fn changed_after_snapshot(map: MapName<'_>) -> ! {
+    ChunkedError::ChangedAfterSnapshot {
+        map: map.as_str().to_owned(),
+    }
+    .raise()
 }
 
 /// Appends one record and returns its sequence number. Usually one statement: lock, advance the
@@ -47,7 +75,8 @@ pub fn start(map: MapName<'_>, chunk_size: i32) -> bool {
 /// path takes the lock on its own, to tell why the fast one found nothing, archives a full
 /// chunk, and reports what an announced map needs.
 pub fn append(map: MapName<'_>, payload: Jsonb<'_>) -> i64 {
-    input::payload_size(payload.size(), guc::payload_limit()).or_raise();
+    let payload = (payload, payload.size());
+    input::payload_size(payload.1, guc::payload_limit()).or_raise();
     let max_chunk_bytes = guc::max_chunk_bytes();
     let written = xact::written(map.as_str());
     let appended = spi::connect(|session| {
@@ -78,9 +107,21 @@ pub fn append(map: MapName<'_>, payload: Jsonb<'_>) -> i64 {
 
 /// Appends one record only if the map's newest sequence is `expected_last_seq` (0: empty map).
 pub fn append_if_last(map: MapName<'_>, payload: Jsonb<'_>, expected_last_seq: i64) -> i64 {
-    input::payload_size(payload.size(), guc::payload_limit()).or_raise();
+    let payload = (payload, payload.size());
+    input::payload_size(payload.1, guc::payload_limit()).or_raise();
     let max_chunk_bytes = guc::max_chunk_bytes();
     let appended = spi::connect(|session| {
+        // Sequences only grow: an expectation below the newest sequence this transaction sees
+        // can never come true, whoever holds the map now.
+        if let Some(next_seq) = store::next_seq_for_writer(session, map.as_str()) {
+            if expected_last_seq < next_seq - 1 {
+                return Err(ChunkedError::UnexpectedLastSeq {
+                    map: map.as_str().to_owned(),
+                    expected: expected_last_seq,
+                    actual: next_seq - 1,
+                });
+            }
+        }
         let state = lock::lock_existing_map(session, map);
         let actual = state.current.next_seq - 1;
         if actual != expected_last_seq {
@@ -102,10 +143,10 @@ fn append_locked(
     session: &Session,
     map: MapName<'_>,
     state: MapState,
-    payload: Jsonb<'_>,
+    payload: (Jsonb<'_>, usize),
     max_chunk_bytes: usize,
 ) -> Appended {
-    let state = if state.current.fits(payload.size(), max_chunk_bytes) {
+    let state = if state.current.fits(payload.1, max_chunk_bytes) {
         state
     } else {
         archive_current(session, map, &state, max_chunk_bytes)
@@ -167,7 +208,7 @@ fn archive_current(
 /// server once.
 pub fn append_many(map: MapName<'_>, payloads: JsonbArray<'_>) -> (i64, i64) {
     let limit = guc::payload_limit();
-    let payloads: Vec<Jsonb<'_>> = payloads
+    let (payloads, sizes): (Vec<Jsonb<'_>>, Vec<usize>) = payloads
         .elements()
         .into_iter()
         .enumerate()
@@ -178,11 +219,11 @@ pub fn append_many(map: MapName<'_>, payloads: JsonbArray<'_>) -> (i64, i64) {
                     index: index + 1,
                 })
                 .or_raise();
-            input::payload_size(payload.size(), limit).or_raise();
-            payload
+            let size = payload.size();
+            input::payload_size(size, limit).or_raise();
+            (payload, size)
         })
-        .collect();
-    let sizes: Vec<usize> = payloads.iter().map(|p| p.size()).collect();
+        .unzip();
     let max_chunk_bytes = guc::max_chunk_bytes();
     let (first, tid, notify) = spi::connect(|session| {
         let mut state = lock::lock_existing_map(session, map);
@@ -292,7 +333,7 @@ pub fn drop_map(map: MapName<'_>) -> bool {
 fn wrote(map: MapName<'_>, appended: &Appended) {
     xact::remember_written(map.as_str(), appended.tid);
     if appended.notify {
-        xact::announce_at_commit(map.as_str());
+        xact::announce_at_commit(map.as_str(), appended.seq);
     }
 }
 

@@ -118,6 +118,10 @@ pub enum ChunkedError {
     #[error("cannot PREPARE a transaction that appended to a map whose notifications are on")]
     NotifyInPreparedTransaction,
 
+    /// `chunked_distribute` where Citus is not there to distribute to.
+    #[error("chunked_distribute needs Citus: {what}")]
+    CitusMissing { what: String },
+
     /// The library was upgraded but the database's SQL objects were not.
     #[error("chunked_map's library is version {library}, but its SQL objects in this database are version {installed}")]
     OutdatedSqlObjects { library: String, installed: String },
@@ -161,7 +165,9 @@ impl ChunkedError {
             PayloadTooLarge { .. } => PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             HistoryIsImmutable { .. } => PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
             NotifyInPreparedTransaction => PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-            OutdatedSqlObjects { .. } => PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            CitusMissing { .. } | OutdatedSqlObjects { .. } => {
+                PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
+            }
             Internal { .. } => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
         }
     }
@@ -217,6 +223,10 @@ impl ChunkedError {
             }
             NotifyInPreparedTransaction => Some(
                 "Commit without PREPARE TRANSACTION, or turn notifications off with chunked_map.chunked_set_notify(map, false)."
+                    .into(),
+            ),
+            CitusMissing { .. } => Some(
+                "Install Citus on every node, CREATE EXTENSION citus on the coordinator, add the workers (citus_add_node), then call chunked_map.chunked_distribute() on the coordinator."
                     .into(),
             ),
             OutdatedSqlObjects { .. } => Some("Run ALTER EXTENSION chunked_map UPDATE.".into()),
@@ -299,6 +309,7 @@ mod tests {
                 library: "b".into(),
                 installed: "a".into(),
             },
+            ChunkedError::CitusMissing { what: "x".into() },
             ChunkedError::Internal {
                 context: "x".into(),
             },

@@ -35,12 +35,45 @@ impl<'mcx> Jsonb<'mcx> {
         }
     }
 
-    /// Bytes of the value's binary jsonb data, as stored uncompressed, without the varlena
-    /// header: the measure `chunked_map.max_payload_bytes` and `chunked_map.max_chunk_bytes`
-    /// limit. Never detoasts.
+    /// The payload's size, the measure `chunked_map.max_payload_bytes` and
+    /// `chunked_map.max_chunk_bytes` limit: see [`payload_bytes`].
     pub fn size(self) -> usize {
-        // SAFETY: a Jsonb always holds a non-NULL varlena datum.
+        // SAFETY: a Jsonb always holds a non-NULL jsonb datum.
         unsafe { payload_bytes(self.datum) }
+    }
+}
+
+/// A jsonb payload's size: the larger of its binary size (uncompressed, without the varlena
+/// header: what jsonb's own 256 MiB limit counts) and the length of its JSON text (what a page
+/// read as text, a client and pg_dump get). Usually the two are close; a number like `1e131071`
+/// takes a few bytes as jsonb and 131,072 characters as text, an array of small numbers four
+/// times more as jsonb than as text. Bounding both keeps every page and dump of accepted
+/// payloads within PostgreSQL's limits.
+///
+/// # Safety
+/// `datum` is a non-NULL jsonb datum.
+pub unsafe fn payload_bytes(datum: pg_sys::Datum) -> usize {
+    unsafe { binary_bytes(datum).max(text_bytes(datum)) }
+}
+
+/// Length of the value's JSON text, as `jsonb_out` writes it. Detoasts a compressed or external
+/// value (a copy in the current memory context) and frees what it allocates.
+///
+/// # Safety
+/// `datum` is a non-NULL jsonb datum.
+unsafe fn text_bytes(datum: pg_sys::Datum) -> usize {
+    unsafe {
+        let stored = datum.cast_mut_ptr::<pg_sys::varlena>();
+        let value = pg_sys::pg_detoast_datum(stored);
+        let jsonb = value as *mut pg_sys::Jsonb;
+        let size = i32::try_from(varlena::varsize_any(value)).unwrap_or(i32::MAX);
+        let text = pg_sys::JsonbToCString(std::ptr::null_mut(), &mut (*jsonb).root, size);
+        let length = std::ffi::CStr::from_ptr(text).to_bytes().len();
+        pg_sys::pfree(text.cast());
+        if value != stored {
+            pg_sys::pfree(value.cast());
+        }
+        length
     }
 }
 
@@ -49,7 +82,7 @@ impl<'mcx> Jsonb<'mcx> {
 ///
 /// # Safety
 /// `datum` is a non-NULL varlena datum.
-pub unsafe fn payload_bytes(datum: pg_sys::Datum) -> usize {
+unsafe fn binary_bytes(datum: pg_sys::Datum) -> usize {
     let pointer = datum.cast_mut_ptr::<pg_sys::varlena>();
     unsafe {
         if varlena::varatt_is_1b(pointer) && !varlena::varatt_is_1b_e(pointer) {

@@ -15,11 +15,13 @@
 //! - `jsonb`: jsonb values passed through as datums
 //! - `immutability`: the trigger that keeps history from being rewritten
 //! - `verify`: `chunked_verify`, the consistency check
+//! - `distribute`: `chunked_distribute`, spreading the maps over a Citus cluster
 //! - `guc`: settings
 
 mod api;
 mod append;
 mod chunking;
+mod distribute;
 mod error;
 mod guc;
 mod immutability;

@@ -89,6 +89,18 @@ pub fn lock_name(session: &Session, map: MapName<'_>) {
     }
 }
 
+/// Waits until no other transaction is starting or dropping a map of this name, without taking
+/// the name's lock: at once, or up to `chunked_map.lock_timeout`.
+pub fn probe_name(session: &Session, map: MapName<'_>) {
+    if store::probe_name(session, map.as_str()) {
+        return;
+    }
+    match guc::lock_timeout_ms() {
+        None => locked(map, Held::StartOrDrop),
+        Some(ms) => waiting_up_to(map, ms, || store::probe_name_wait(session, map.as_str())),
+    }
+}
+
 /// Whether the transaction reads with one snapshot (REPEATABLE READ, SERIALIZABLE).
 pub fn uses_transaction_snapshot() -> bool {
     // SAFETY: reading the transaction's isolation level.

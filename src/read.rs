@@ -81,7 +81,8 @@ pub fn forward<'fcx>(
     max_records: i32,
 ) -> Records<'fcx> {
     spi::connect(|session| {
-        let next_seq = store::next_seq(session, map.as_str()).ok_or_else(|| not_started(map))?;
+        let (next_seq, current_first_seq) =
+            store::extent(session, map.as_str()).ok_or_else(|| not_started(map))?;
         if after_seq >= next_seq - 1 {
             return Ok(Vec::new());
         }
@@ -95,7 +96,7 @@ pub fn forward<'fcx>(
             caller,
             map.as_str(),
             after_seq,
-            end,
+            (end, current_first_seq),
             max_records,
         ))
     })

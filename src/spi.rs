@@ -181,14 +181,33 @@ impl Session {
     pub fn run_on_latest(&self, statement: &Statement, params: &[Param]) -> Rows<'_> {
         // SAFETY: a snapshot registered by SPI for the statement's duration.
         let latest = unsafe { pg_sys::GetLatestSnapshot() };
-        self.execute(statement, params, Some(latest))
+        self.execute(statement, params, Some((latest, true)))
+    }
+
+    /// Runs a `statement` of the holder of a map's lock over that map's current chunk. Under
+    /// SERIALIZABLE it reads with a snapshot that sees every committed row and the
+    /// transaction's own (PostgreSQL's "self" snapshot), which takes no predicate locks: the
+    /// rows it reads are those only the lock's holder writes, and PostgreSQL's btree predicate
+    /// locks are page-sized, so reading them under the transaction snapshot would make a
+    /// rollover conflict with appends to other maps whose records share its index pages. Its
+    /// writes are checked for conflicts as any others. Otherwise, [`Session::run`].
+    pub fn run_as_lock_holder(&self, statement: &Statement, params: &[Param]) -> Rows<'_> {
+        // SAFETY: reading the transaction's isolation level.
+        let serializable = unsafe { pg_sys::XactIsoLevel } == pg_sys::XACT_SERIALIZABLE as i32;
+        if serializable {
+            // SAFETY: PostgreSQL's static "self" snapshot; SPI copies it for the statement.
+            let own = std::ptr::addr_of_mut!(pg_sys::SnapshotSelfData);
+            self.execute(statement, params, Some((own, false)))
+        } else {
+            self.execute(statement, params, None)
+        }
     }
 
     fn execute(
         &self,
         statement: &Statement,
         params: &[Param],
-        snapshot: Option<pg_sys::Snapshot>,
+        snapshot: Option<(pg_sys::Snapshot, bool)>,
     ) -> Rows<'_> {
         debug_assert_eq!(statement.params.len(), params.len(), "{}", statement.name);
         let plan = kept_plan(statement);
@@ -211,14 +230,14 @@ impl Session {
                     read_only,
                     0,
                 ),
-                Some(snapshot) => pg_sys::SPI_execute_snapshot(
+                Some((snapshot, read_only)) => pg_sys::SPI_execute_snapshot(
                     plan,
                     values.as_mut_ptr(),
                     nulls.as_ptr(),
                     snapshot,
                     std::ptr::null_mut(),
+                    read_only,
                     true,
-                    false,
                     0,
                 ),
             }

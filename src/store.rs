@@ -87,6 +87,36 @@ const NAME_LOCK_WAIT: Statement = Statement {
     access: Access::Write,
 };
 
+/// Whether no other transaction is starting or dropping a map of this name: takes the name's
+/// lock shared, at once, and gives it back (so that starts of an existing map never conflict
+/// with each other).
+const PROBE_NAME: Statement = Statement {
+    name: "probe_name",
+    sql: "SELECT CASE WHEN pg_try_advisory_lock_shared(1667787105, hashtext($1))
+                      THEN pg_advisory_unlock_shared(1667787105, hashtext($1))
+                      ELSE false END",
+    params: &[TEXT],
+    access: Access::Write,
+};
+
+/// The same, waiting up to the statement's `lock_timeout`.
+const PROBE_NAME_WAIT: Statement = Statement {
+    name: "probe_name_wait",
+    sql: "SELECT pg_advisory_lock_shared(1667787105, hashtext($1)) IS NULL
+             AND pg_advisory_unlock_shared(1667787105, hashtext($1))",
+    params: &[TEXT],
+    access: Access::Write,
+};
+
+pub fn probe_name(session: &Session, map: &str) -> bool {
+    let rows = session.run(&PROBE_NAME, &[Param::of(map)]);
+    rows.first().and_then(|row| row.bool(1)).unwrap_or(false)
+}
+
+pub fn probe_name_wait(session: &Session, map: &str) {
+    session.run(&PROBE_NAME_WAIT, &[Param::of(map)]);
+}
+
 /// Takes the map name's lock without waiting; `false` when another transaction holds it.
 pub fn try_name_lock(session: &Session, map: &str) -> bool {
     let rows = session.run(&TRY_NAME_LOCK, &[Param::of(map)]);
@@ -160,8 +190,13 @@ fn appended(session: &Session, statement: &Statement, params: &[Param]) -> Optio
     })
 }
 
-fn append_params(map: &str, payload: Jsonb<'_>, max_chunk_bytes: usize) -> [Param; 4] {
-    let bytes = i64::try_from(payload.size()).unwrap_or(i64::MAX);
+fn append_params(
+    map: &str,
+    payload: Jsonb<'_>,
+    bytes: usize,
+    max_chunk_bytes: usize,
+) -> [Param; 4] {
+    let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
     let limit = i64::try_from(max_chunk_bytes).unwrap_or(i64::MAX);
     [
         Param::of(map),
@@ -171,14 +206,18 @@ fn append_params(map: &str, payload: Jsonb<'_>, max_chunk_bytes: usize) -> [Para
     ]
 }
 
-/// [`APPEND`]: the record's sequence, `None` for "take the slow path".
+/// [`APPEND`] of a payload of `bytes` bytes: the record's sequence, `None` for "take the slow
+/// path".
 pub fn append(
     session: &Session,
     map: &str,
-    payload: Jsonb<'_>,
+    (payload, bytes): (Jsonb<'_>, usize),
     max_chunk_bytes: usize,
 ) -> Option<i64> {
-    let rows = session.run(&APPEND, &append_params(map, payload, max_chunk_bytes));
+    let rows = session.run(
+        &APPEND,
+        &append_params(map, payload, bytes, max_chunk_bytes),
+    );
     rows.first().and_then(|row| row.i64(1))
 }
 
@@ -187,10 +226,10 @@ pub fn append_at(
     session: &Session,
     map: &str,
     tid: pg_sys::ItemPointerData,
-    payload: Jsonb<'_>,
+    (payload, bytes): (Jsonb<'_>, usize),
     max_chunk_bytes: usize,
 ) -> Option<Appended> {
-    let [a, b, c, d] = append_params(map, payload, max_chunk_bytes);
+    let [a, b, c, d] = append_params(map, payload, bytes, max_chunk_bytes);
     appended(session, &APPEND_AT, &[a, b, c, d, Param::tid(tid)])
 }
 
@@ -306,7 +345,7 @@ pub fn archive_current_range(
     chunk_size: i32,
     prev_token: Option<&str>,
 ) {
-    session.run(
+    session.run_as_lock_holder(
         &ARCHIVE_CURRENT_RANGE,
         &[
             Param::of(map),
@@ -335,7 +374,7 @@ pub fn current_payload_sizes(
     map: &str,
     seqs: std::ops::Range<i64>,
 ) -> Vec<usize> {
-    let rows = session.run(
+    let rows = session.run_as_lock_holder(
         &CURRENT_PAYLOADS,
         &[Param::of(map), Param::of(seqs.start), Param::of(seqs.end)],
     );
@@ -376,7 +415,7 @@ pub fn close_current(
     newest_token: &str,
     chunks_archived: i64,
 ) -> MapState {
-    let rows = session.run(
+    let rows = session.run_as_lock_holder(
         &CLOSE_CURRENT,
         &[
             Param::of(map),
@@ -558,26 +597,6 @@ pub fn drop_map(session: &Session, map: &str) {
     session.run(&DROP_MAP, &[Param::of(map)]);
 }
 
-/// The newest sequence of a map whose appends are announced, if this transaction (or one of its
-/// live subtransactions) wrote its state row: what a committing transaction announces.
-const WRITTEN_BY_THIS_TRANSACTION: Statement = Statement {
-    name: "written_by_this_transaction",
-    sql: "SELECT s.next_seq - 1, s.xmin::text::bigint
-          FROM chunked_map.map_state AS s
-          WHERE s.map = $1 AND s.notify",
-    params: &[TEXT],
-    access: Access::Write,
-};
-
-/// `(newest sequence, xmin of the visible state row)` of a map that announces its appends.
-pub fn announced_state(session: &Session, map: &str) -> Option<(i64, pg_sys::TransactionId)> {
-    let rows = session.run(&WRITTEN_BY_THIS_TRANSACTION, &[Param::of(map)]);
-    rows.first().map(|row| {
-        let xmin = u32::try_from(row.i64(2).unwrap_or(0)).unwrap_or(0);
-        (row.i64(1).unwrap_or(0), pg_sys::TransactionId::from(xmin))
-    })
-}
-
 /// The current page: the current chunk's records newest first, and the newest archived token.
 /// State and records are read by one statement, so they agree.
 const CURRENT_PAGE: Statement = Statement {
@@ -700,22 +719,38 @@ pub fn archived_records<'fcx>(
     )
 }
 
-/// The next sequence of a map, from its state row alone; `None` when the map does not exist.
-const NEXT_SEQ: Statement = Statement {
-    name: "next_seq",
-    sql: "SELECT s.next_seq FROM chunked_map.map_state AS s WHERE s.map = $1",
+/// Where a map's records are: `(next_seq, current_first_seq)`, from its state row alone; `None`
+/// when the map does not exist.
+const EXTENT: Statement = Statement {
+    name: "extent",
+    sql: "SELECT s.next_seq, s.current_first_seq FROM chunked_map.map_state AS s WHERE s.map = $1",
     params: &[TEXT],
     access: Access::Read,
 };
 
-pub fn next_seq(session: &Session, map: &str) -> Option<i64> {
-    let rows = session.run(&NEXT_SEQ, &[Param::of(map)]);
+pub fn extent(session: &Session, map: &str) -> Option<(i64, i64)> {
+    let rows = session.run(&EXTENT, &[Param::of(map)]);
+    rows.first()
+        .map(|row| (row.i64(1).unwrap_or(1), row.i64(2).unwrap_or(1)))
+}
+
+/// The next sequence of a map as a writer sees it (see [`Access::Write`]), without its lock.
+const NEXT_SEQ_FOR_WRITER: Statement = Statement {
+    name: "next_seq_for_writer",
+    sql: "SELECT s.next_seq FROM chunked_map.map_state AS s WHERE s.map = $1",
+    params: &[TEXT],
+    access: Access::Write,
+};
+
+pub fn next_seq_for_writer(session: &Session, map: &str) -> Option<i64> {
+    let rows = session.run(&NEXT_SEQ_FOR_WRITER, &[Param::of(map)]);
     rows.first().map(|row| row.i64(1).unwrap_or(1))
 }
 
-/// Records `$2 < seq < $3`, oldest first, at most `$4`: from the archived chunk that holds the
-/// first of them (one probe of the primary key for the greatest first sequence not above it),
-/// the chunks after it up to the end of the range, and the current chunk.
+/// Records `$2 < seq < $3`, oldest first, at most `$4`, when the first of them is archived:
+/// from the archived chunk that holds it (one probe of the primary key for the greatest first
+/// sequence not above it), the chunks after it up to the end of the range, and the current
+/// chunk.
 const READ_FORWARD: Statement = Statement {
     name: "read_forward",
     sql: "SELECT r.seq, r.payload
@@ -741,12 +776,24 @@ const READ_FORWARD: Statement = Statement {
     access: Access::Read,
 };
 
+/// The same when they are all in the current chunk: its index alone.
+const READ_FORWARD_CURRENT: Statement = Statement {
+    name: "read_forward_current",
+    sql: "SELECT c.seq, c.payload
+          FROM chunked_map.current_record AS c
+          WHERE c.map = $1 AND c.seq > $2 AND c.seq < $3
+          ORDER BY c.seq
+          LIMIT $4",
+    params: &[TEXT, INT8, INT8, INT8],
+    access: Access::Read,
+};
+
 pub fn read_forward<'fcx>(
     session: &Session,
     caller: CallerMemory<'fcx>,
     map: &str,
     after_seq: i64,
-    end_seq: i64,
+    (end_seq, current_first_seq): (i64, i64),
     max_records: i32,
 ) -> Records<'fcx> {
     let params = [
@@ -755,7 +802,12 @@ pub fn read_forward<'fcx>(
         Param::of(end_seq),
         Param::of(i64::from(max_records)),
     ];
-    records(caller, session.run(&READ_FORWARD, &params))
+    let statement = if after_seq.saturating_add(1) >= current_first_seq {
+        &READ_FORWARD_CURRENT
+    } else {
+        &READ_FORWARD
+    };
+    records(caller, session.run(statement, &params))
 }
 
 /// What `chunked_info` reports, from the state row alone.
@@ -929,12 +981,118 @@ pub fn stored_map(session: &Session, map: &str) -> StoredMap {
     }
 }
 
+const CURRENT_DATABASE: Statement = Statement {
+    name: "current_database",
+    sql: "SELECT current_database()::text",
+    params: &[],
+    access: Access::Read,
+};
+
+pub fn current_database(session: &Session) -> String {
+    let rows = session.run(&CURRENT_DATABASE, &[]);
+    rows.first().and_then(|row| row.text(1)).unwrap_or_default()
+}
+
+/// Citus, if it is installed in this database. The statements after this one name Citus's
+/// functions and catalogs, and are only prepared once it is there.
+const CITUS_VERSION: Statement = Statement {
+    name: "citus_version",
+    sql: "SELECT e.extversion FROM pg_catalog.pg_extension AS e WHERE e.extname = 'citus'",
+    params: &[],
+    access: Access::Read,
+};
+
+pub fn citus_version(session: &Session) -> Option<String> {
+    let rows = session.run(&CITUS_VERSION, &[]);
+    rows.first().and_then(|row| row.text(1))
+}
+
+const CITUS_IS_COORDINATOR: Statement = Statement {
+    name: "citus_is_coordinator",
+    sql: "SELECT pg_catalog.citus_is_coordinator()",
+    params: &[],
+    access: Access::Read,
+};
+
+pub fn citus_is_coordinator(session: &Session) -> bool {
+    let rows = session.run(&CITUS_IS_COORDINATOR, &[]);
+    rows.first().and_then(|row| row.bool(1)).unwrap_or(false)
+}
+
+/// For the rest of the transaction: Citus refuses triggers on distributed tables unless told.
+const ALLOW_TRIGGERS: Statement = Statement {
+    name: "allow_triggers_on_distributed_tables",
+    sql: "SELECT set_config('citus.enable_unsafe_triggers', 'on', true)",
+    params: &[],
+    access: Access::Write,
+};
+
+pub fn allow_triggers_on_distributed_tables(session: &Session) {
+    session.run(&ALLOW_TRIGGERS, &[]);
+}
+
+const IS_DISTRIBUTED_TABLE: Statement = Statement {
+    name: "is_distributed_table",
+    sql: "SELECT count(*) FROM pg_catalog.pg_dist_partition AS p WHERE p.logicalrelid = $1::regclass",
+    params: &[TEXT],
+    access: Access::Write,
+};
+
+pub fn is_distributed_table(session: &Session, table: &str) -> bool {
+    count(session.run(&IS_DISTRIBUTED_TABLE, &[Param::of(table)])) > 0
+}
+
+/// Distributes a storage table by `map` (moving the rows it holds into its shards) and removes
+/// the local copy of the rows (as the owner, whom the history triggers let through).
+const DISTRIBUTE_TABLE: Statement = Statement {
+    name: "distribute_table",
+    sql: "SELECT pg_catalog.create_distributed_table($1::regclass, 'map', colocate_with => $2),
+                 pg_catalog.truncate_local_data_after_distributing_table($1::regclass)",
+    params: &[TEXT, TEXT],
+    access: Access::Write,
+};
+
+pub fn distribute_table(session: &Session, table: &str, colocate_with: &str) {
+    session.run(&DISTRIBUTE_TABLE, &[Param::of(table), Param::of(colocate_with)]);
+}
+
+const IS_DISTRIBUTED_FUNCTION: Statement = Statement {
+    name: "is_distributed_function",
+    sql: "SELECT count(*) FROM pg_catalog.pg_dist_object AS o
+          WHERE o.classid = 'pg_catalog.pg_proc'::regclass AND o.objid = $1::regprocedure
+            AND o.distribution_argument_index IS NOT NULL",
+    params: &[TEXT],
+    access: Access::Write,
+};
+
+pub fn is_distributed_function(session: &Session, function: &str) -> bool {
+    count(session.run(&IS_DISTRIBUTED_FUNCTION, &[Param::of(function)])) > 0
+}
+
+/// Distributes a function by its first argument, colocated with the storage tables: a call is
+/// delegated to the node holding that map.
+const DISTRIBUTE_FUNCTION: Statement = Statement {
+    name: "distribute_function",
+    sql: "SELECT pg_catalog.create_distributed_function($1::regprocedure, '$1', colocate_with => $2)",
+    params: &[TEXT, TEXT],
+    access: Access::Write,
+};
+
+pub fn distribute_function(session: &Session, function: &str, colocate_with: &str) {
+    session.run(
+        &DISTRIBUTE_FUNCTION,
+        &[Param::of(function), Param::of(colocate_with)],
+    );
+}
+
 /// Every statement, for the test that their names (the keys of the kept plans) are unique.
 #[cfg(test)]
 pub const ALL: &[&Statement] = &[
     &START,
     &TRY_NAME_LOCK,
     &NAME_LOCK_WAIT,
+    &PROBE_NAME,
+    &PROBE_NAME_WAIT,
     &APPEND,
     &APPEND_AT,
     &LOCK_STATE,
@@ -950,18 +1108,27 @@ pub const ALL: &[&Statement] = &[
     &SET_CHUNK_SIZE,
     &SET_NOTIFY,
     &DROP_MAP,
-    &WRITTEN_BY_THIS_TRANSACTION,
     &CURRENT_PAGE,
     &ARCHIVED_PAGE,
     &CURRENT_RECORDS,
     &ARCHIVED_RECORDS,
-    &NEXT_SEQ,
+    &EXTENT,
+    &NEXT_SEQ_FOR_WRITER,
+    &READ_FORWARD_CURRENT,
     &READ_FORWARD,
     &INFO,
     &GET_RECORD,
     &STORED_STATE,
     &STORED_CHUNKS,
     &STORED_CURRENT,
+    &CURRENT_DATABASE,
+    &CITUS_VERSION,
+    &CITUS_IS_COORDINATOR,
+    &ALLOW_TRIGGERS,
+    &IS_DISTRIBUTED_TABLE,
+    &DISTRIBUTE_TABLE,
+    &IS_DISTRIBUTED_FUNCTION,
+    &DISTRIBUTE_FUNCTION,
 ];
 
 #[cfg(test)]

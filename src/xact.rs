@@ -1,6 +1,7 @@
 //! What the extension remembers until the end of the current transaction, and never longer.
-//! PostgreSQL's transaction callback gives it that lifetime: it is forgotten at commit, abort
-//! and prepare.
+//! PostgreSQL's transaction callbacks give it that lifetime: it is forgotten at commit, abort
+//! and prepare, and what a subtransaction added is forgotten when that subtransaction rolls back
+//! (kept, as its parent's, when it commits).
 //!
 //! - **Where each map's state row is now.** Every append rewrites its map's state row, and a
 //!   row a transaction rewrote N times leaves N versions that only its commit lets PostgreSQL
@@ -8,15 +9,16 @@
 //!   Remembering the address of the version the transaction wrote last lets the next append of
 //!   the same transaction go straight to it ([`crate::store::append_at`]; the one-statement
 //!   append that a transaction's first append uses does not report the address, so the second
-//!   takes the slow path once to learn it); the address is only a
-//!   hint that PostgreSQL checks (a version that is no longer visible, say after a rollback to a
-//!   savepoint, is simply not found, and the append takes the ordinary path). Bounded: the
+//!   takes the slow path once to learn it). The address of a version written in a
+//!   subtransaction that rolled back is forgotten with it: its slot may be reused. Bounded: the
 //!   transaction's most recently written maps only.
-//! - **Which maps to announce.** A committing transaction that appended to a map whose
-//!   notifications are on sends one `NOTIFY chunked_map` for it, with its newest sequence.
+//! - **Which maps to announce, and up to which sequence.** A committing transaction that appended
+//!   to a map whose notifications are on sends one `NOTIFY chunked_map` for it with the newest
+//!   sequence it appended and kept. Decided here, from what the appends reported: nothing is
+//!   read at commit, where the caller's role and `search_path` would apply.
 
 use std::cell::RefCell;
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::num::NonZeroUsize;
 
@@ -24,8 +26,6 @@ use lru::LruCache;
 use pgrx::pg_sys;
 
 use crate::error::ChunkedError;
-use crate::spi;
-use crate::store;
 
 /// Maps whose state row addresses one transaction keeps.
 const WRITTEN_KEPT: NonZeroUsize = match NonZeroUsize::new(256) {
@@ -45,16 +45,30 @@ pub enum Written {
     Somewhere,
 }
 
+/// A remembered thing and the subtransaction that made it.
+#[derive(Debug, Clone, Copy)]
+struct Made<T> {
+    what: T,
+    by: pg_sys::SubTransactionId,
+}
+
 thread_local! {
-    static WRITTEN: RefCell<LruCache<String, Written>> =
+    static WRITTEN: RefCell<LruCache<String, Made<Written>>> =
         RefCell::new(LruCache::new(WRITTEN_KEPT));
-    static TO_ANNOUNCE: RefCell<BTreeSet<String>> = const { RefCell::new(BTreeSet::new()) };
+    /// Per announced map, the newest sequence appended, by subtransaction (innermost last).
+    static TO_ANNOUNCE: RefCell<BTreeMap<String, Vec<Made<i64>>>> =
+        const { RefCell::new(BTreeMap::new()) };
+}
+
+fn current_subtransaction() -> pg_sys::SubTransactionId {
+    // SAFETY: reads the current subtransaction's id.
+    unsafe { pg_sys::GetCurrentSubTransactionId() }
 }
 
 /// What this transaction kept of the state row it wrote for `map`; `None` when it has not
 /// written it (or forgot: only the most recently written maps are kept).
 pub fn written(map: &str) -> Option<Written> {
-    WRITTEN.with(|written| written.borrow_mut().get(map).copied())
+    WRITTEN.with(|written| written.borrow_mut().get(map).map(|made| made.what))
 }
 
 pub fn remember_written(map: &str, tid: pg_sys::ItemPointerData) {
@@ -66,23 +80,34 @@ pub fn remember_written_somewhere(map: &str) {
 }
 
 fn remember(map: &str, what: Written) {
+    let made = Made {
+        what,
+        by: current_subtransaction(),
+    };
     WRITTEN.with(|written| {
         let mut written = written.borrow_mut();
         match written.get_mut(map) {
-            Some(kept) => *kept = what,
+            Some(kept) => *kept = made,
             None => {
-                written.put(map.to_owned(), what);
+                written.put(map.to_owned(), made);
             }
         }
     });
 }
 
-/// Announce `map` when this transaction commits.
-pub fn announce_at_commit(map: &str) {
+/// Announce `map` up to `last_seq` when this transaction commits (unless the subtransaction
+/// that appended it rolls back).
+pub fn announce_at_commit(map: &str, last_seq: i64) {
+    let by = current_subtransaction();
     TO_ANNOUNCE.with(|maps| {
         let mut maps = maps.borrow_mut();
-        if !maps.contains(map) {
-            maps.insert(map.to_owned());
+        let stack = match maps.get_mut(map) {
+            Some(stack) => stack,
+            None => maps.entry(map.to_owned()).or_default(),
+        };
+        match stack.last_mut() {
+            Some(top) if top.by == by => top.what = last_seq,
+            _ => stack.push(Made { what: last_seq, by }),
         }
     });
 }
@@ -92,10 +117,65 @@ fn forget_everything() {
     TO_ANNOUNCE.with(|maps| maps.borrow_mut().clear());
 }
 
-/// Registers the transaction callback; called once per backend, from `_PG_init`.
+/// A subtransaction rolled back: what it (or a subtransaction of it) made is gone. Ids of
+/// subtransactions started later are larger.
+fn subtransaction_aborted(subtransaction: pg_sys::SubTransactionId) {
+    WRITTEN.with(|written| {
+        let mut written = written.borrow_mut();
+        let gone: Vec<String> = written
+            .iter()
+            .filter(|(_, made)| made.by >= subtransaction)
+            .map(|(map, _)| map.clone())
+            .collect();
+        for map in gone {
+            written.pop(&map);
+        }
+    });
+    TO_ANNOUNCE.with(|maps| {
+        let mut maps = maps.borrow_mut();
+        for stack in maps.values_mut() {
+            stack.retain(|made| made.by < subtransaction);
+        }
+        maps.retain(|_, stack| !stack.is_empty());
+    });
+}
+
+/// A subtransaction committed: what it made is its parent's now.
+fn subtransaction_committed(
+    subtransaction: pg_sys::SubTransactionId,
+    parent: pg_sys::SubTransactionId,
+) {
+    WRITTEN.with(|written| {
+        for (_, made) in written.borrow_mut().iter_mut() {
+            if made.by >= subtransaction {
+                made.by = parent;
+            }
+        }
+    });
+    TO_ANNOUNCE.with(|maps| {
+        for stack in maps.borrow_mut().values_mut() {
+            let newest = stack.iter().rev().find(|made| made.by >= subtransaction).copied();
+            stack.retain(|made| made.by < subtransaction);
+            if let Some(newest) = newest {
+                match stack.last_mut() {
+                    Some(top) if top.by == parent => top.what = newest.what,
+                    _ => stack.push(Made {
+                        what: newest.what,
+                        by: parent,
+                    }),
+                }
+            }
+        }
+    });
+}
+
+/// Registers the callbacks; called once per backend, from `_PG_init`.
 pub fn register() {
-    // SAFETY: a callback with the signature PostgreSQL expects, registered once.
-    unsafe { pg_sys::RegisterXactCallback(Some(on_transaction_event), std::ptr::null_mut()) };
+    // SAFETY: callbacks with the signatures PostgreSQL expects, registered once.
+    unsafe {
+        pg_sys::RegisterXactCallback(Some(on_transaction_event), std::ptr::null_mut());
+        pg_sys::RegisterSubXactCallback(Some(on_subtransaction_event), std::ptr::null_mut());
+    }
 }
 
 #[pgrx::pg_guard]
@@ -120,43 +200,45 @@ unsafe extern "C-unwind" fn on_transaction_event(
     }
 }
 
-// PostgreSQL's NOTIFY (commands/async.h), which pgrx's bindings leave out.
-unsafe extern "C-unwind" {
-    fn Async_Notify(channel: *const std::ffi::c_char, payload: *const std::ffi::c_char);
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn on_subtransaction_event(
+    event: pg_sys::SubXactEvent::Type,
+    subtransaction: pg_sys::SubTransactionId,
+    parent: pg_sys::SubTransactionId,
+    _arg: *mut std::ffi::c_void,
+) {
+    match event {
+        pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB => subtransaction_aborted(subtransaction),
+        pg_sys::SubXactEvent::SUBXACT_EVENT_COMMIT_SUB => {
+            subtransaction_committed(subtransaction, parent)
+        }
+        _ => {}
+    }
 }
 
-/// Sends one notification per map this transaction appended to and still has appends of (a
-/// rolled-back savepoint's appends leave the map's state row as it was before them).
+// PostgreSQL's NOTIFY (commands/async.h), which pgrx's bindings leave out.
+unsafe extern "C-unwind" {
+    fn Async_Notify(channel: *const std::ffi::c_void, payload: *const std::ffi::c_void);
+}
+
+/// Sends one notification per announced map this transaction still has appends of.
 fn announce() {
-    let maps: Vec<String> = TO_ANNOUNCE.with(|maps| maps.borrow().iter().cloned().collect());
-    if maps.is_empty() {
-        return;
-    }
-    // SPI needs an active snapshot, which a committing transaction no longer has: the
-    // transaction's (under READ COMMITTED, a new one), which sees what it wrote.
-    // SAFETY: pushed here and popped below, before the callback returns.
-    unsafe { pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot()) };
-    spi::connect(|session| {
-        for map in &maps {
-            let Some((last_seq, xmin)) = store::announced_state(session, map) else {
-                continue;
-            };
-            // SAFETY: a plain check of the transaction's own ids.
-            if !unsafe { pg_sys::TransactionIdIsCurrentTransactionId(xmin) } {
-                continue;
-            }
-            let payload = serde_json::json!({"map": map, "last_seq": last_seq}).to_string();
-            let channel = CString::new(CHANNEL).unwrap_or_default();
-            let payload = CString::new(payload).unwrap_or_default();
-            // SAFETY: NUL-terminated strings, which PostgreSQL copies; an error it raises is
-            // turned into a Rust panic at the boundary.
-            unsafe {
-                pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| {
-                    Async_Notify(channel.as_ptr(), payload.as_ptr())
-                })
-            };
-        }
+    let maps: Vec<(String, i64)> = TO_ANNOUNCE.with(|maps| {
+        maps.borrow()
+            .iter()
+            .filter_map(|(map, stack)| stack.last().map(|made| (map.clone(), made.what)))
+            .collect()
     });
-    // SAFETY: the snapshot pushed above.
-    unsafe { pg_sys::PopActiveSnapshot() };
+    let channel = CString::new(CHANNEL).unwrap_or_default();
+    for (map, last_seq) in maps {
+        let payload = serde_json::json!({"map": map, "last_seq": last_seq}).to_string();
+        let payload = CString::new(payload).unwrap_or_default();
+        // SAFETY: NUL-terminated strings, which PostgreSQL copies; an error it raises is turned
+        // into a Rust panic at the boundary.
+        unsafe {
+            pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| {
+                Async_Notify(channel.as_ptr().cast(), payload.as_ptr().cast())
+            })
+        };
+    }
 }

@@ -1,0 +1,81 @@
+//! `chunked_distribute()`: on a Citus coordinator, spreads the maps over the workers. The three
+//! storage tables are distributed by `map`, colocated, so every row of one map lives on one
+//! node; every function whose first argument is the map is distributed by that argument, so a
+//! call (outside an explicit transaction) is delegated to the node that holds the map and runs
+//! there, its statements on local shards. Idempotent: what is distributed already is left as it
+//! is. Maps that exist already move with their tables.
+//!
+//! The history-protecting triggers go along (Citus refuses triggers on distributed tables
+//! unless `citus.enable_unsafe_triggers` is on, for the call): they are created on every shard,
+//! where the statements that change rows run.
+
+use crate::error::ChunkedError;
+use crate::spi;
+use crate::store;
+
+/// The storage tables, the first one the colocation anchor.
+pub const TABLES: [&str; 3] = [
+    "chunked_map.map_state",
+    "chunked_map.current_record",
+    "chunked_map.archived_chunk",
+];
+
+/// Every function whose first argument is the map.
+pub const MAP_FUNCTIONS: [&str; 13] = [
+    "chunked_map.chunked_start(text, integer)",
+    "chunked_map.chunked_register(text, jsonb)",
+    "chunked_map.chunked_register(text, jsonb, bigint)",
+    "chunked_map.chunked_register_many(text, jsonb[])",
+    "chunked_map.chunked_page(text, text)",
+    "chunked_map.chunked_records(text, text)",
+    "chunked_map.chunked_read(text, bigint, integer)",
+    "chunked_map.chunked_get(text, bigint)",
+    "chunked_map.chunked_info(text)",
+    "chunked_map.chunked_set_chunk_size(text, integer)",
+    "chunked_map.chunked_set_notify(text, boolean)",
+    "chunked_map.chunked_verify(text)",
+    "chunked_map.chunked_drop(text)",
+];
+
+/// What `chunked_distribute` did: tables and functions it distributed now (not before).
+pub struct Distributed {
+    pub tables: usize,
+    pub functions: usize,
+}
+
+pub fn distribute() -> Distributed {
+    spi::connect(|session| {
+        let database = store::current_database(session);
+        if store::citus_version(session).is_none() {
+            ChunkedError::CitusMissing {
+                what: format!("the extension citus is not installed in database \"{database}\""),
+            }
+            .raise();
+        }
+        if !store::citus_is_coordinator(session) {
+            ChunkedError::CitusMissing {
+                what: format!("this node is not the Citus coordinator of database \"{database}\""),
+            }
+            .raise();
+        }
+        store::allow_triggers_on_distributed_tables(session);
+        let mut tables = 0;
+        for (index, table) in TABLES.iter().enumerate() {
+            if store::is_distributed_table(session, table) {
+                continue;
+            }
+            let colocate_with = if index == 0 { "none" } else { TABLES[0] };
+            store::distribute_table(session, table, colocate_with);
+            tables += 1;
+        }
+        let mut functions = 0;
+        for function in MAP_FUNCTIONS {
+            if store::is_distributed_function(session, function) {
+                continue;
+            }
+            store::distribute_function(session, function, TABLES[0]);
+            functions += 1;
+        }
+        Distributed { tables, functions }
+    })
+}
