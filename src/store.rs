@@ -102,8 +102,9 @@ const PROBE_NAME: Statement = Statement {
 /// The same, waiting up to the statement's `lock_timeout`.
 const PROBE_NAME_WAIT: Statement = Statement {
     name: "probe_name_wait",
-    sql: "SELECT pg_advisory_lock_shared(1667787105, hashtext($1)) IS NULL
-             AND pg_advisory_unlock_shared(1667787105, hashtext($1))",
+    // CASE evaluates its condition before its result: the wait, then always the release
+    sql: "SELECT CASE WHEN pg_advisory_lock_shared(1667787105, hashtext($1)) IS NULL THEN false
+                      ELSE pg_advisory_unlock_shared(1667787105, hashtext($1)) END",
     params: &[TEXT],
     access: Access::Write,
 };
