@@ -325,6 +325,7 @@ pub fn drop_map(map: MapName<'_>) -> bool {
             return false;
         }
         store::drop_map(session, map.as_str());
+        xact::forget_dropped(map.as_str());
         true
     })
 }

@@ -55,8 +55,9 @@ struct Made<T> {
 thread_local! {
     static WRITTEN: RefCell<LruCache<String, Made<Written>>> =
         RefCell::new(LruCache::new(WRITTEN_KEPT));
-    /// Per announced map, the newest sequence appended, by subtransaction (innermost last).
-    static TO_ANNOUNCE: RefCell<BTreeMap<String, Vec<Made<i64>>>> =
+    /// Per announced map, the newest sequence appended (`None` once the map was dropped), by
+    /// subtransaction (innermost last).
+    static TO_ANNOUNCE: RefCell<BTreeMap<String, Vec<Made<Option<i64>>>>> =
         const { RefCell::new(BTreeMap::new()) };
 }
 
@@ -98,18 +99,40 @@ fn remember(map: &str, what: Written) {
 /// Announce `map` up to `last_seq` when this transaction commits (unless the subtransaction
 /// that appended it rolls back).
 pub fn announce_at_commit(map: &str, last_seq: i64) {
+    push_announcement(map, Some(last_seq), true);
+}
+
+/// The map was dropped: nothing to announce of it, unless the subtransaction that dropped it
+/// rolls back. Its state row's address is forgotten too.
+pub fn forget_dropped(map: &str) {
+    WRITTEN.with(|written| written.borrow_mut().pop(map));
+    push_announcement(map, None, false);
+}
+
+fn push_announcement(map: &str, last_seq: Option<i64>, create: bool) {
     let by = current_subtransaction();
     TO_ANNOUNCE.with(|maps| {
         let mut maps = maps.borrow_mut();
         let stack = match maps.get_mut(map) {
             Some(stack) => stack,
-            None => maps.entry(map.to_owned()).or_default(),
+            None if create => maps.entry(map.to_owned()).or_default(),
+            None => return,
         };
         match stack.last_mut() {
             Some(top) if top.by == by => top.what = last_seq,
             _ => stack.push(Made { what: last_seq, by }),
         }
     });
+}
+
+/// The maps to announce at commit, with their newest sequence.
+fn announcements() -> Vec<(String, i64)> {
+    TO_ANNOUNCE.with(|maps| {
+        maps.borrow()
+            .iter()
+            .filter_map(|(map, stack)| Some((map.clone(), stack.last()?.what?)))
+            .collect()
+    })
 }
 
 fn forget_everything() {
@@ -186,9 +209,7 @@ unsafe extern "C-unwind" fn on_transaction_event(
     match event {
         // Still inside the transaction: an error here makes the commit an abort.
         pg_sys::XactEvent::XACT_EVENT_PRE_COMMIT => announce(),
-        pg_sys::XactEvent::XACT_EVENT_PRE_PREPARE
-            if TO_ANNOUNCE.with(|maps| !maps.borrow().is_empty()) =>
-        {
+        pg_sys::XactEvent::XACT_EVENT_PRE_PREPARE if !announcements().is_empty() => {
             ChunkedError::NotifyInPreparedTransaction.raise()
         }
         pg_sys::XactEvent::XACT_EVENT_COMMIT
@@ -221,14 +242,13 @@ unsafe extern "C-unwind" {
     fn Async_Notify(channel: *const std::ffi::c_void, payload: *const std::ffi::c_void);
 }
 
-/// Sends one notification per announced map this transaction still has appends of.
+/// Sends one notification per announced map this transaction still has appends of, unless the
+/// transaction dropped the extension (and with it every map).
 fn announce() {
-    let maps: Vec<(String, i64)> = TO_ANNOUNCE.with(|maps| {
-        maps.borrow()
-            .iter()
-            .filter_map(|(map, stack)| stack.last().map(|made| (map.clone(), made.what)))
-            .collect()
-    });
+    let maps = announcements();
+    if maps.is_empty() || !extension_exists() {
+        return;
+    }
     let channel = CString::new(CHANNEL).unwrap_or_default();
     for (map, last_seq) in maps {
         let payload = serde_json::json!({"map": map, "last_seq": last_seq}).to_string();
@@ -241,4 +261,10 @@ fn announce() {
             })
         };
     }
+}
+
+/// Whether the extension is still installed in this database, from the catalog (no SQL).
+fn extension_exists() -> bool {
+    // SAFETY: a catalog lookup inside the committing transaction, which can still read.
+    unsafe { pg_sys::get_extension_oid(c"chunked_map".as_ptr(), true) != pg_sys::InvalidOid }
 }

@@ -174,3 +174,152 @@ fn a_prepared_transaction_cannot_announce_and_says_so() {
         .get(0);
     assert_eq!(newest, 0);
 }
+
+/// Review finding: the commit-time announcement ran SQL as the committing role, under its
+/// `search_path`. It now reads nothing at commit: a writer granted only the writer recipe,
+/// with a `search_path` that shadows everything it could call, announces as the owner does.
+#[test]
+fn a_granted_writer_with_a_hostile_search_path_announces_its_commit() {
+    let (cluster, mut owner, mut listener) = setup("notify_writer");
+    owner
+        .batch_execute(&std::fs::read_to_string(
+            chunked_map_cluster_tests::repo_root().join("sql/grants/writer.sql"),
+        )
+        .unwrap())
+        .unwrap();
+    owner
+        .batch_execute(
+            "CREATE ROLE app LOGIN IN ROLE chunked_map_writer;
+             CREATE SCHEMA trap AUTHORIZATION app;",
+        )
+        .unwrap();
+    let mut app = cluster.connect_as("notify_writer", "app");
+    app.batch_execute(
+        "CREATE FUNCTION trap.pg_notify(text, text) RETURNS void LANGUAGE sql AS 'SELECT 1/0';
+         CREATE FUNCTION trap.jsonb_build_object(text, bigint) RETURNS jsonb
+             LANGUAGE sql AS 'SELECT NULL::jsonb';
+         CREATE TABLE trap.map_state (map text);
+         SET search_path = trap, pg_catalog, chunked_map;",
+    )
+    .unwrap();
+    app.batch_execute(
+        "BEGIN;
+         SELECT chunked_map.chunked_register('loud', '{\"by\": \"app\"}');
+         SELECT chunked_map.chunked_register('loud', '{\"by\": \"app\"}');
+         COMMIT;",
+    )
+    .unwrap();
+    assert_eq!(
+        received(&mut listener, Duration::from_millis(500)),
+        vec![(
+            "chunked_map".to_owned(),
+            json!({"map": "loud", "last_seq": 2})
+        )]
+    );
+}
+
+/// Review finding: an append rolled back to a savepoint, then another write to the same map in
+/// the transaction (chunked_set_chunk_size), announced the rolled-back sequence.
+#[test]
+fn a_rolled_back_append_followed_by_another_write_to_the_map_announces_nothing() {
+    let (_cluster, mut writer, mut listener) = setup("notify_other_write");
+    writer
+        .batch_execute(
+            "BEGIN;
+             SAVEPOINT s;
+             SELECT chunked_map.chunked_register('loud', '{}');
+             ROLLBACK TO SAVEPOINT s;
+             SELECT chunked_map.chunked_set_chunk_size('loud', 5);
+             COMMIT;",
+        )
+        .unwrap();
+    assert_eq!(received(&mut listener, Duration::from_millis(500)), vec![]);
+    // and the next transaction's append is sequence 1, announced as such
+    writer
+        .execute("SELECT chunked_map.chunked_register('loud', '{}')", &[])
+        .unwrap();
+    assert_eq!(
+        received(&mut listener, Duration::from_millis(500)),
+        vec![(
+            "chunked_map".to_owned(),
+            json!({"map": "loud", "last_seq": 1})
+        )]
+    );
+}
+
+/// Review finding: a transaction whose appends to an announced map all rolled back to a
+/// savepoint has nothing to announce, so it can be prepared.
+#[test]
+fn a_transaction_whose_announced_appends_rolled_back_can_be_prepared() {
+    let cluster = Cluster::start_with(&["max_prepared_transactions=2"]);
+    let mut writer = cluster.database("notify_prepare_after_rollback");
+    writer
+        .batch_execute(
+            "SELECT chunked_map.chunked_start('loud');
+             SELECT chunked_map.chunked_set_notify('loud', true);
+             SELECT chunked_map.chunked_start('quiet');
+             BEGIN;
+             SAVEPOINT s;
+             SELECT chunked_map.chunked_register('loud', '{}');
+             ROLLBACK TO SAVEPOINT s;
+             SELECT chunked_map.chunked_register('quiet', '{}');
+             PREPARE TRANSACTION 'p';",
+        )
+        .unwrap();
+    writer.batch_execute("COMMIT PREPARED 'p'").unwrap();
+    let totals: String = writer
+        .query_one(
+            "SELECT (chunked_map.chunked_info('loud') ->> 'total_records') || ' ' ||
+                    (chunked_map.chunked_info('quiet') ->> 'total_records')",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(totals, "0 1");
+}
+
+/// Review finding: a map dropped, or the extension dropped, in the transaction that appended to
+/// an announced map: the commit succeeds and announces nothing of what no longer exists; a drop
+/// rolled back to a savepoint takes nothing away.
+#[test]
+fn what_the_transaction_dropped_is_not_announced() {
+    let (_cluster, mut writer, mut listener) = setup("notify_drop");
+    writer
+        .batch_execute(
+            "SELECT chunked_map.chunked_start('also_loud');
+             SELECT chunked_map.chunked_set_notify('also_loud', true);
+             BEGIN;
+             SELECT chunked_map.chunked_register('loud', '{}');
+             SELECT chunked_map.chunked_register('also_loud', '{}');
+             SELECT chunked_map.chunked_drop('loud');
+             SAVEPOINT s;
+             SELECT chunked_map.chunked_drop('also_loud');
+             ROLLBACK TO SAVEPOINT s;
+             COMMIT;",
+        )
+        .unwrap();
+    assert_eq!(
+        received(&mut listener, Duration::from_millis(500)),
+        vec![(
+            "chunked_map".to_owned(),
+            json!({"map": "also_loud", "last_seq": 1})
+        )]
+    );
+    writer
+        .batch_execute(
+            "BEGIN;
+             SELECT chunked_map.chunked_register('also_loud', '{}');
+             DROP EXTENSION chunked_map CASCADE;
+             COMMIT;",
+        )
+        .unwrap();
+    let left: i64 = writer
+        .query_one(
+            "SELECT count(*) FROM pg_extension WHERE extname = 'chunked_map'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
+    assert_eq!(received(&mut listener, Duration::from_millis(500)), vec![]);
+}
