@@ -41,8 +41,8 @@ BEGIN
                       'chunked_map.archived_chunk'::regclass) THEN
             SELECT c.relowner INTO owner FROM pg_catalog.pg_class AS c WHERE c.oid = target;
             IF NOT pg_catalog.pg_has_role(current_user, owner, 'USAGE') THEN
-                RAISE EXCEPTION '% on % is not allowed: chunked_map history is append-only',
-                        CASE command.command_tag WHEN 'CREATE TRIGGER' THEN 'CREATE TRIGGER'
+                RAISE EXCEPTION '% % is not allowed: chunked_map history is append-only',
+                        CASE command.command_tag WHEN 'CREATE TRIGGER' THEN 'CREATE TRIGGER on'
                                                  ELSE 'a foreign key to' END,
                         target
                     USING ERRCODE = 'insufficient_privilege',

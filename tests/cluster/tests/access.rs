@@ -107,6 +107,62 @@ fn no_role_but_the_owner_can_change_or_remove_history_even_with_table_privileges
             .message()
             .ends_with("is not allowed: chunked_map history is append-only"));
     }
+    // nor can anything be attached to the storage tables: a trigger would see (or change) every
+    // write, a foreign key would block or cascade into a map's drop
+    owner
+        .batch_execute(
+            "GRANT CREATE ON SCHEMA public TO intruder;
+             ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT ALL ON TABLES TO intruder;",
+        )
+        .unwrap();
+    intruder
+        .batch_execute(
+            "CREATE FUNCTION public.spy() RETURNS trigger LANGUAGE plpgsql AS
+                 'BEGIN RAISE NOTICE ''seen''; RETURN NEW; END';
+             CREATE TABLE public.keeps (map text);",
+        )
+        .unwrap();
+    let attachments = [
+        (
+            "CREATE TRIGGER spy BEFORE INSERT ON chunked_map.current_record
+             FOR EACH ROW EXECUTE FUNCTION public.spy()",
+            "CREATE TRIGGER on chunked_map.current_record",
+        ),
+        (
+            "CREATE TRIGGER spy AFTER UPDATE ON chunked_map.map_state
+             FOR EACH STATEMENT EXECUTE FUNCTION public.spy()",
+            "CREATE TRIGGER on chunked_map.map_state",
+        ),
+        (
+            "CREATE TABLE public.holds (map text REFERENCES chunked_map.map_state (map) ON DELETE RESTRICT)",
+            "a foreign key to chunked_map.map_state",
+        ),
+        (
+            "ALTER TABLE public.keeps ADD FOREIGN KEY (map) REFERENCES chunked_map.map_state (map)",
+            "a foreign key to chunked_map.map_state",
+        ),
+    ];
+    for (sql, message) in attachments {
+        let error = assert_error(intruder.batch_execute(sql), "42501", message);
+        assert!(
+            error
+                .message()
+                .ends_with("is not allowed: chunked_map history is append-only"),
+            "{}",
+            error.message()
+        );
+    }
+    let attached: i64 = owner
+        .query_one(
+            "SELECT count(*) FROM pg_trigger
+             WHERE tgrelid IN ('chunked_map.map_state'::regclass, 'chunked_map.current_record'::regclass,
+                               'chunked_map.archived_chunk'::regclass)
+               AND tgname = 'spy' OR tgconstrrelid = 'chunked_map.map_state'::regclass",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(attached, 0, "nothing attached");
     // dropping a map is the owner's function, not granted to others by default
     assert_error(
         intruder.query("SELECT chunked_map.chunked_drop('audit')", &[]),
