@@ -113,6 +113,67 @@ fn appends_never_read_history_and_a_page_read_touches_one_chunk() {
         .unwrap();
     let after = table_access(&mut client);
     assert_eq!(delta(&before, &after, "archived_chunk"), (0, 1, 0));
+
+    // following the map: a read at its tail (after a sequence of the current chunk) touches no
+    // archived chunk, only the state row and the current chunk
+    let before = table_access(&mut client);
+    let tail: i64 = client
+        .query_one(
+            "SELECT count(*) FROM chunked_map.chunked_read('big', 20210, 1000)",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(tail, 40);
+    let after = table_access(&mut client);
+    assert_eq!(delta(&before, &after, "archived_chunk"), (0, 0, 0));
+    let (seq_scans, _, _) = delta(&before, &after, "current_record");
+    assert_eq!(seq_scans, 0);
+    let (seq_scans, _, _) = delta(&before, &after, "map_state");
+    assert_eq!(seq_scans, 0);
+
+    // from the start, 150 records: the two archived chunks that hold them, and nothing of the
+    // 200 others
+    let fetched_before = archived_fetched_by_index(&mut client);
+    let before = table_access(&mut client);
+    let first: Vec<i64> = client
+        .query(
+            "SELECT seq FROM chunked_map.chunked_read('big', 0, 150)",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(first, (1..=150).collect::<Vec<_>>());
+    let after = table_access(&mut client);
+    assert_eq!(
+        delta(&before, &after, "archived_chunk"),
+        (0, 2, 0),
+        "one probe for the chunk holding the position, one range scan from it"
+    );
+    let (seq_scans, _, _) = delta(&before, &after, "current_record");
+    assert_eq!(seq_scans, 0);
+    let fetched = archived_fetched_by_index(&mut client) - fetched_before;
+    assert!(
+        fetched <= 3,
+        "archived chunks fetched: {fetched}; a scan to the end would fetch 200"
+    );
+}
+
+/// Rows of archived_chunk fetched through its indexes so far.
+fn archived_fetched_by_index(client: &mut Client) -> i64 {
+    client
+        .batch_execute("SELECT pg_stat_force_next_flush()")
+        .unwrap();
+    client
+        .query_one(
+            "SELECT coalesce(idx_tup_fetch, 0) FROM pg_stat_user_tables
+             WHERE schemaname = 'chunked_map' AND relname = 'archived_chunk'",
+            &[],
+        )
+        .unwrap()
+        .get(0)
 }
 
 /// Rows inserted into each storage table so far.
