@@ -65,6 +65,13 @@ VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_set_notify_wrapper';
 
+-- Scale-out on Citus (owner-only, like every function until granted).
+CREATE FUNCTION chunked_map.chunked_distribute()
+RETURNS void
+STRICT VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_distribute_wrapper';
+
 -- Direct INSERT by anyone but the owner is refused like UPDATE, DELETE and TRUNCATE.
 DROP TRIGGER archived_chunk_is_immutable ON chunked_map.archived_chunk;
 DROP TRIGGER current_record_is_append_only ON chunked_map.current_record;

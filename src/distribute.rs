@@ -10,12 +10,13 @@
 //! where the statements that change rows run.
 
 use crate::error::ChunkedError;
+use crate::guc;
 use crate::spi;
 use crate::store;
 
 /// The storage tables, the first one the colocation anchor.
 pub const TABLES: [&str; 3] = [
-    "chunked_map.map_state",
+    store::TABLES_ANCHOR,
     "chunked_map.current_record",
     "chunked_map.archived_chunk",
 ];
@@ -59,23 +60,30 @@ pub fn distribute() -> Distributed {
             .raise();
         }
         store::allow_triggers_on_distributed_tables(session);
-        let mut tables = 0;
-        for (index, table) in TABLES.iter().enumerate() {
-            if store::is_distributed_table(session, table) {
-                continue;
-            }
-            let colocate_with = if index == 0 { "none" } else { TABLES[0] };
-            store::distribute_table(session, table, colocate_with);
-            tables += 1;
-        }
-        let mut functions = 0;
-        for function in MAP_FUNCTIONS {
-            if store::is_distributed_function(session, function) {
-                continue;
-            }
-            store::distribute_function(session, function, TABLES[0]);
-            functions += 1;
-        }
-        Distributed { tables, functions }
+        // Citus's notices while copying rows suggest a clean-up that this call does itself
+        guc::with_server_setting(c"client_min_messages", "warning", || {
+            distribute_objects(session)
+        })
     })
+}
+
+fn distribute_objects(session: &spi::Session) -> Distributed {
+    let mut tables = 0;
+    for (index, table) in TABLES.iter().enumerate() {
+        if store::is_distributed_table(session, table) {
+            continue;
+        }
+        let colocate_with = if index == 0 { "none" } else { store::TABLES_ANCHOR };
+        store::distribute_table(session, table, colocate_with);
+        tables += 1;
+    }
+    let mut functions = 0;
+    for function in MAP_FUNCTIONS {
+        if store::is_distributed_function(session, function) {
+            continue;
+        }
+        store::distribute_function(session, function, store::TABLES_ANCHOR);
+        functions += 1;
+    }
+    Distributed { tables, functions }
 }

@@ -1,5 +1,8 @@
 //! Settings (GUCs) of the extension.
 
+use std::ffi::{CStr, CString};
+
+use pgrx::pg_sys;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
 use crate::error::PayloadLimit;
@@ -73,4 +76,30 @@ pub fn max_chunk_bytes() -> usize {
 /// `None` means never wait.
 pub fn lock_timeout_ms() -> Option<i32> {
     Some(LOCK_TIMEOUT_MS.get()).filter(|ms| *ms > 0)
+}
+
+/// Runs `f` with PostgreSQL's setting `name` set to `value`, restored afterwards (an error
+/// restores it as part of the transaction's abort), as a function's `SET` clause does.
+pub fn with_server_setting<R>(name: &CStr, value: &str, f: impl FnOnce() -> R) -> R {
+    let value = CString::new(value).unwrap_or_default();
+    // SAFETY: the same calls fmgr makes for a function's SET clause; the nest level confines
+    // the change to `f`.
+    let nest_level = unsafe {
+        let level = pg_sys::NewGUCNestLevel();
+        pg_sys::set_config_option(
+            name.as_ptr(),
+            value.as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            0,
+            false,
+        );
+        level
+    };
+    let result = f();
+    // SAFETY: closes the nest level opened above.
+    unsafe { pg_sys::AtEOXact_GUC(true, nest_level) };
+    result
 }

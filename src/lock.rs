@@ -20,8 +20,8 @@
 //! `chunked_drop`, which may have no row to lock: so that a start never waits behind a drop or
 //! another start of the same name that has not committed yet.
 
-use std::ffi::CString;
 use std::panic::AssertUnwindSafe;
+use std::time::{Duration, Instant};
 
 use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
@@ -117,43 +117,72 @@ fn locked(map: MapName<'_>, held: Held) -> ! {
 
 /// Waits for the row lock, up to `ms`. The lock statement that came before in this call holds
 /// the relation locks this one needs, so what it can time out on is the row, nothing else.
+///
+/// Where the storage tables are distributed (Citus), the row may live on another node, whose
+/// session does not see this one's `lock_timeout`: a waiting lock statement would wait there
+/// for as long as the holder runs. There the wait is a series of attempts that never wait
+/// (`SKIP LOCKED`), a few milliseconds apart, until the row is free or `ms` have passed.
 fn wait_for_lock(session: &Session, map: MapName<'_>, ms: i32) -> Option<MapState> {
+    if store::tables_are_distributed(session) {
+        return poll_for_lock(session, map, ms);
+    }
     waiting_up_to(map, ms, || store::lock_state_wait(session, map.as_str()))
+}
+
+/// The wait of [`wait_for_lock`] as repeated attempts; `None` when the row went away.
+fn poll_for_lock(session: &Session, map: MapName<'_>, ms: i32) -> Option<MapState> {
+    let deadline = Instant::now() + Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+    let mut pause = Duration::from_millis(1);
+    loop {
+        if let Some(state) = store::lock_state(session, map.as_str()) {
+            return Some(state);
+        }
+        if store::map_rows_visible_to_writer(session, map.as_str()) == 0 {
+            return None;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            locked(map, Held::For(ms));
+        }
+        sleep(pause.min(left));
+        pause = (pause * 2).min(MAX_POLL_PAUSE);
+    }
+}
+
+/// The longest pause between two attempts of a polled wait.
+const MAX_POLL_PAUSE: Duration = Duration::from_millis(10);
+
+/// Sleeps on the backend's latch, so that a cancel or a shutdown ends the wait.
+fn sleep(pause: Duration) {
+    let ms = i64::try_from(pause.as_millis()).unwrap_or(i64::MAX).max(1);
+    // SAFETY: the backend's own latch, waited on and reset as PostgreSQL's own waits do.
+    unsafe {
+        pg_sys::WaitLatch(
+            pg_sys::MyLatch,
+            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+            ms,
+            pg_sys::PG_WAIT_EXTENSION,
+        );
+        pg_sys::ResetLatch(pg_sys::MyLatch);
+    }
+    pg_sys::check_for_interrupts!();
 }
 
 /// Runs `wait` with the server's `lock_timeout` set to `ms` (restored afterwards; an error
 /// restores it as part of the transaction's abort), reporting a timeout or a deadlock as the
 /// map being locked. Only for statements whose only wait is the map's lock.
 fn waiting_up_to<R>(map: MapName<'_>, ms: i32, wait: impl FnOnce() -> R) -> R {
-    let value = CString::new(format!("{ms}ms")).unwrap_or_default();
-    // SAFETY: the same calls fmgr makes for a function's SET clause; the nest level confines
-    // the change to this wait.
-    let nest_level = unsafe {
-        let level = pg_sys::NewGUCNestLevel();
-        pg_sys::set_config_option(
-            c"lock_timeout".as_ptr(),
-            value.as_ptr(),
-            pg_sys::GucContext::PGC_USERSET,
-            pg_sys::GucSource::PGC_S_SESSION,
-            pg_sys::GucAction::GUC_ACTION_SAVE,
-            true,
-            0,
-            false,
-        );
-        level
-    };
-    // The handlers only raise: there is no subtransaction to recover in.
-    let result = PgTryBuilder::new(AssertUnwindSafe(wait))
-        .catch_when(
-            PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
-            |_: CaughtError| locked(map, Held::For(ms)),
-        )
-        .catch_when(
-            PgSqlErrorCode::ERRCODE_T_R_DEADLOCK_DETECTED,
-            |_: CaughtError| locked(map, Held::Deadlock),
-        )
-        .execute();
-    // SAFETY: closes the nest level opened above.
-    unsafe { pg_sys::AtEOXact_GUC(true, nest_level) };
-    result
+    guc::with_server_setting(c"lock_timeout", &format!("{ms}ms"), || {
+        // The handlers only raise: there is no subtransaction to recover in.
+        PgTryBuilder::new(AssertUnwindSafe(wait))
+            .catch_when(
+                PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
+                |_: CaughtError| locked(map, Held::For(ms)),
+            )
+            .catch_when(
+                PgSqlErrorCode::ERRCODE_T_R_DEADLOCK_DETECTED,
+                |_: CaughtError| locked(map, Held::Deadlock),
+            )
+            .execute()
+    })
 }

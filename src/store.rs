@@ -1032,6 +1032,17 @@ pub fn allow_triggers_on_distributed_tables(session: &Session) {
     session.run(&ALLOW_TRIGGERS, &[]);
 }
 
+/// Whether the storage tables are distributed: Citus is installed in this database (a catalog
+/// lookup, no statement) and `map_state` is one of its distributed tables.
+pub fn tables_are_distributed(session: &Session) -> bool {
+    // SAFETY: a catalog lookup in the current transaction.
+    let citus = unsafe { pg_sys::get_extension_oid(c"citus".as_ptr(), true) };
+    citus != pg_sys::InvalidOid && is_distributed_table(session, TABLES_ANCHOR)
+}
+
+/// The storage table the others are colocated with.
+pub const TABLES_ANCHOR: &str = "chunked_map.map_state";
+
 const IS_DISTRIBUTED_TABLE: Statement = Statement {
     name: "is_distributed_table",
     sql: "SELECT count(*) FROM pg_catalog.pg_dist_partition AS p WHERE p.logicalrelid = $1::regclass",

@@ -104,6 +104,11 @@ SELECT chunked_register('subs', jsonb_build_array(repeat(chr(1), 200)));
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 RESET chunked_map.max_payload_bytes;
 
+-- 55000: chunked_distribute where Citus is not installed (tests/cluster/tests/citus.rs runs it
+-- on a Citus cluster: scripts/test-citus.sh)
+SELECT chunked_map.chunked_distribute();
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+
 -- 40001 (concurrent appends) needs two sessions: tests/cluster/tests/concurrency.rs.
 
 -- none of the failed calls changed the map (the accepted calls above wrote to 'sizes' only)
