@@ -9,6 +9,7 @@
 //! unless `citus.enable_unsafe_triggers` is on, for the call): they are created on every shard,
 //! where the statements that change rows run.
 
+use crate::delegation;
 use crate::error::ChunkedError;
 use crate::guc;
 use crate::spi;
@@ -56,6 +57,13 @@ pub fn distribute() -> Distributed {
         if !store::citus_is_coordinator(session) {
             ChunkedError::CitusMissing {
                 what: format!("this node is not the Citus coordinator of database \"{database}\""),
+            }
+            .raise();
+        }
+        let not_preloaded = store::nodes_not_preloading(session, delegation::installed());
+        if !not_preloaded.is_empty() {
+            ChunkedError::NotPreloaded {
+                nodes: format!("not on {}", not_preloaded.join(", ")),
             }
             .raise();
         }

@@ -122,6 +122,10 @@ pub enum ChunkedError {
     #[error("chunked_distribute needs Citus: {what}")]
     CitusMissing { what: String },
 
+    /// `chunked_distribute` on nodes that do not load the library ahead of planning.
+    #[error("chunked_distribute needs chunked_map in shared_preload_libraries, after citus, on every node: {nodes}")]
+    NotPreloaded { nodes: String },
+
     /// The library was upgraded but the database's SQL objects were not.
     #[error("chunked_map's library is version {library}, but its SQL objects in this database are version {installed}")]
     OutdatedSqlObjects { library: String, installed: String },
@@ -165,7 +169,7 @@ impl ChunkedError {
             PayloadTooLarge { .. } => PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             HistoryIsImmutable { .. } => PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
             NotifyInPreparedTransaction => PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-            CitusMissing { .. } | OutdatedSqlObjects { .. } => {
+            CitusMissing { .. } | NotPreloaded { .. } | OutdatedSqlObjects { .. } => {
                 PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
             }
             Internal { .. } => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
@@ -227,6 +231,10 @@ impl ChunkedError {
             ),
             CitusMissing { .. } => Some(
                 "Install Citus on every node, CREATE EXTENSION citus on the coordinator, add the workers (citus_add_node), then call chunked_map.chunked_distribute() on the coordinator."
+                    .into(),
+            ),
+            NotPreloaded { .. } => Some(
+                "Set shared_preload_libraries = 'citus,chunked_map' on every node and restart them: Citus delegates each call by its map, and chunked_map must see a NULL map before Citus does."
                     .into(),
             ),
             OutdatedSqlObjects { .. } => Some("Run ALTER EXTENSION chunked_map UPDATE.".into()),
@@ -310,6 +318,7 @@ mod tests {
                 installed: "a".into(),
             },
             ChunkedError::CitusMissing { what: "x".into() },
+            ChunkedError::NotPreloaded { nodes: "x".into() },
             ChunkedError::Internal {
                 context: "x".into(),
             },

@@ -27,6 +27,7 @@ mod guc;
 mod immutability;
 mod input;
 mod jsonb;
+mod delegation;
 mod lock;
 mod read;
 mod spi;
@@ -52,6 +53,7 @@ pgrx::extension_sql_file!("../sql/finalize.sql", name = "finalize", finalize);
 pub extern "C-unwind" fn _PG_init() {
     guc::register();
     xact::register();
+    delegation::install();
 }
 
 /// Required by `cargo pgrx test`.

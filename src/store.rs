@@ -1020,6 +1020,52 @@ pub fn citus_is_coordinator(session: &Session) -> bool {
     rows.first().and_then(|row| row.bool(1)).unwrap_or(false)
 }
 
+/// Whether a node's `shared_preload_libraries` lists chunked_map after citus.
+macro_rules! preloads_after_citus {
+    () => {
+        "SELECT coalesce(pg_catalog.array_position(l, 'chunked_map') > pg_catalog.array_position(l, 'citus'), false)
+         FROM (SELECT pg_catalog.string_to_array(
+                          pg_catalog.translate(pg_catalog.current_setting('shared_preload_libraries'), ' \"', ''),
+                          ',') AS l) AS s"
+    };
+}
+
+const PRELOADS_AFTER_CITUS: Statement = Statement {
+    name: "preloads_after_citus",
+    sql: preloads_after_citus!(),
+    params: &[],
+    access: Access::Read,
+};
+
+/// The workers (`host:port`) that do not, or did not answer.
+const WORKERS_NOT_PRELOADING: Statement = Statement {
+    name: "workers_not_preloading",
+    sql: concat!(
+        "SELECT w.nodename || ':' || w.nodeport
+         FROM pg_catalog.run_command_on_workers($$",
+        preloads_after_citus!(),
+        "$$) AS w
+         WHERE NOT w.success OR w.result <> 't'
+         ORDER BY w.nodename, w.nodeport"
+    ),
+    params: &[],
+    access: Access::Read,
+};
+
+/// Nodes that do not plan through chunked_map's hook ahead of Citus's: this one (`hooked`:
+/// whether this process has the hook) and the workers.
+pub fn nodes_not_preloading(session: &Session, hooked: bool) -> Vec<String> {
+    let mut nodes: Vec<String> = Vec::new();
+    let rows = session.run(&PRELOADS_AFTER_CITUS, &[]);
+    let in_order = rows.first().and_then(|row| row.bool(1)).unwrap_or(false);
+    if !(hooked && in_order) {
+        nodes.push("this coordinator".to_owned());
+    }
+    let rows = session.run(&WORKERS_NOT_PRELOADING, &[]);
+    nodes.extend(rows.iter().filter_map(|row| row.text(1)));
+    nodes
+}
+
 /// For the rest of the transaction: Citus refuses triggers on distributed tables unless told.
 const ALLOW_TRIGGERS: Statement = Statement {
     name: "allow_triggers_on_distributed_tables",
@@ -1138,6 +1184,8 @@ pub const ALL: &[&Statement] = &[
     &CITUS_IS_COORDINATOR,
     &ALLOW_TRIGGERS,
     &IS_DISTRIBUTED_TABLE,
+    &PRELOADS_AFTER_CITUS,
+    &WORKERS_NOT_PRELOADING,
     &DISTRIBUTE_TABLE,
     &IS_DISTRIBUTED_FUNCTION,
     &DISTRIBUTE_FUNCTION,

@@ -11,6 +11,7 @@ use std::time::Duration;
 pub use postgres::{Client, NoTls};
 use serde_json::Value;
 
+pub mod citus;
 pub mod page;
 
 pub const SUPERUSER: &str = "postgres";
