@@ -6,6 +6,8 @@
 #      throw-away cluster
 #   3. the HTTP service driven over HTTP, and the benchmark driver's unit tests
 #   4. the Debian package, installed on a Debian 12 without a toolchain (a cached chroot)
+#   5. the Citus tests, on a coordinator and two workers, where Citus is installed (one line
+#      saying it is not, elsewhere)
 # Any argument is passed to the test binaries of steps 2 and 3 as a name filter.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -33,4 +35,7 @@ cargo test -p subscribers-http -p chunked_map_bench -p chunked_map_diesel_exampl
 
 log "the Debian package on a machine without a toolchain"
 tests/package/run.sh
+
+log "Citus (where it is installed)"
+scripts/test-citus.sh
 log "all tests passed"

@@ -81,6 +81,8 @@ pub fn append(map: MapName<'_>, payload: Jsonb<'_>) -> i64 {
     let written = xact::written(map.as_str());
     let appended = spi::connect(|session| {
         let fast = match written {
+            // Citus would not route the one-statement append to the map's shard
+            _ if store::tables_are_distributed(session) => None,
             // the first append of this transaction to the map
             None => store::append(session, map.as_str(), payload, max_chunk_bytes).map(Ok),
             Some(Written::At(tid)) => {
@@ -151,7 +153,12 @@ fn append_locked(
     } else {
         archive_current(session, map, &state, max_chunk_bytes)
     };
-    store::append_at(session, map.as_str(), state.tid, payload, max_chunk_bytes)
+    let append_at = if store::tables_are_distributed(session) {
+        store::append_at_routed
+    } else {
+        store::append_at
+    };
+    append_at(session, map.as_str(), state.tid, payload, max_chunk_bytes)
         .unwrap_or_else(|| lost_lock(map))
 }
 

@@ -14,6 +14,8 @@
 //! - `current_record`: the records of each map's current chunk, one row each.
 //! - `archived_chunk`: one immutable row per full chunk, its payloads as one `jsonb[]`.
 
+use std::cell::Cell;
+
 use pgrx::pg_sys;
 
 use crate::chunking::CurrentChunk;
@@ -181,6 +183,47 @@ const APPEND_AT: Statement = Statement {
     params: &[TEXT, JSONB, INT8, INT8, TID],
     access: Access::Write,
 };
+
+/// [`APPEND_AT`] in two statements, for distributed tables: Citus runs a CTE that feeds an
+/// `INSERT ... SELECT` as separate steps through intermediate results (over a connection to the
+/// node itself), where an `UPDATE ... RETURNING` and an `INSERT ... VALUES` on one map are each
+/// routed straight to its shard.
+const ADVANCE_AT: Statement = Statement {
+    name: "advance_at",
+    sql: "UPDATE chunked_map.map_state AS s
+          SET next_seq = s.next_seq + 1, current_bytes = s.current_bytes + $2
+          WHERE s.ctid = $4 AND s.map = $1
+            AND s.next_seq < s.current_first_seq + s.current_chunk_size
+            AND (s.current_bytes + $2 <= $3 OR s.next_seq = s.current_first_seq)
+          RETURNING s.next_seq - 1 AS seq, s.ctid, s.notify",
+    params: &[TEXT, INT8, INT8, TID],
+    access: Access::Write,
+};
+
+const INSERT_RECORD: Statement = Statement {
+    name: "insert_record",
+    sql: "INSERT INTO chunked_map.current_record (map, seq, payload) VALUES ($1, $2, $3)",
+    params: &[TEXT, INT8, JSONB],
+    access: Access::Write,
+};
+
+/// [`append_at`] for distributed tables ([`ADVANCE_AT`]).
+pub fn append_at_routed(
+    session: &Session,
+    map: &str,
+    tid: pg_sys::ItemPointerData,
+    (payload, bytes): (Jsonb<'_>, usize),
+    max_chunk_bytes: usize,
+) -> Option<Appended> {
+    let [map_param, payload_param, bytes, limit] =
+        append_params(map, payload, bytes, max_chunk_bytes);
+    let appended = appended(session, &ADVANCE_AT, &[Param::of(map), bytes, limit, Param::tid(tid)])?;
+    session.run(
+        &INSERT_RECORD,
+        &[map_param, Param::of(appended.seq), payload_param],
+    );
+    Some(appended)
+}
 
 fn appended(session: &Session, statement: &Statement, params: &[Param]) -> Option<Appended> {
     let rows = session.run(statement, params);
@@ -1079,11 +1122,26 @@ pub fn allow_triggers_on_distributed_tables(session: &Session) {
 }
 
 /// Whether the storage tables are distributed: Citus is installed in this database (a catalog
-/// lookup, no statement) and `map_state` is one of its distributed tables.
+/// lookup, no statement) and `map_state` is one of its distributed tables. Looked up once per
+/// transaction.
 pub fn tables_are_distributed(session: &Session) -> bool {
+    // SAFETY: this backend's own PGPROC, set for as long as it runs.
+    let transaction = unsafe { (*pg_sys::MyProc).lxid };
+    if let Some((seen_in, distributed)) = DISTRIBUTED.with(Cell::get) {
+        if seen_in == transaction {
+            return distributed;
+        }
+    }
     // SAFETY: a catalog lookup in the current transaction.
     let citus = unsafe { pg_sys::get_extension_oid(c"citus".as_ptr(), true) };
-    citus != pg_sys::InvalidOid && is_distributed_table(session, TABLES_ANCHOR)
+    let distributed = citus != pg_sys::InvalidOid && is_distributed_table(session, TABLES_ANCHOR);
+    DISTRIBUTED.with(|cell| cell.set(Some((transaction, distributed))));
+    distributed
+}
+
+thread_local! {
+    /// [`tables_are_distributed`]'s answer, and the transaction (local id) it was found in.
+    static DISTRIBUTED: Cell<Option<(pg_sys::LocalTransactionId, bool)>> = const { Cell::new(None) };
 }
 
 /// The storage table the others are colocated with.
@@ -1153,6 +1211,8 @@ pub const ALL: &[&Statement] = &[
     &PROBE_NAME_WAIT,
     &APPEND,
     &APPEND_AT,
+    &ADVANCE_AT,
+    &INSERT_RECORD,
     &LOCK_STATE,
     &LOCK_STATE_WAIT,
     &MAP_VISIBLE_TO_WRITER,
