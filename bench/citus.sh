@@ -60,10 +60,13 @@ for port in "${ports[0]}" "${ports[3]}"; do
         -c "ALTER ROLE patient SET chunked_map.lock_timeout = '50ms'"
 done
 # the node that holds map 'lat' (and the other one) for the through-a-worker figures
-lat_port=$(sql "${ports[0]}" -c "SELECT n.nodeport FROM pg_dist_shard AS s
-    JOIN pg_dist_placement AS p ON p.shardid = s.shardid JOIN pg_dist_node AS n ON n.groupid = p.groupid
-    WHERE s.logicalrelid = 'chunked_map.map_state'::regclass
-      AND s.shardid = get_shard_id_for_distribution_column('chunked_map.map_state', 'lat')")
+holder() { # the port of the worker holding map $1
+    sql "${ports[0]}" -c "SELECT n.nodeport FROM pg_dist_shard AS s
+        JOIN pg_dist_placement AS p ON p.shardid = s.shardid JOIN pg_dist_node AS n ON n.groupid = p.groupid
+        WHERE s.shardid = get_shard_id_for_distribution_column('chunked_map.map_state', '$1')"
+}
+lat_port=$(holder lat)
+hot_port=$(holder hot)
 other_port=${ports[1]}
 [ "$lat_port" = "${ports[1]}" ] && other_port=${ports[2]}
 
@@ -130,7 +133,9 @@ figure "8 maps, one per client" "single node" "${ports[3]}" postgres 8 own.sql
 figure "8 maps, one per client" "coordinator" "${ports[0]}" postgres 8 own.sql
 figure "1 hot map, never waiting (retry 40001)" "single node" "${ports[3]}" postgres 8 hot.sql
 figure "1 hot map, never waiting (retry 40001)" "coordinator" "${ports[0]}" postgres 8 hot.sql
+figure "1 hot map, never waiting (retry 40001)" "the worker holding the map" "$hot_port" postgres 8 hot.sql
 figure "1 hot map, lock_timeout 50ms (ALTER ROLE)" "single node" "${ports[3]}" patient 8 hot.sql
 figure "1 hot map, lock_timeout 50ms (ALTER ROLE)" "coordinator" "${ports[0]}" patient 8 hot.sql
+figure "1 hot map, lock_timeout 50ms (ALTER ROLE)" "the worker holding the map" "$hot_port" patient 8 hot.sql
 echo
 echo "written to $results"

@@ -118,12 +118,15 @@ fn locked(map: MapName<'_>, held: Held) -> ! {
 /// Waits for the row lock, up to `ms`. The lock statement that came before in this call holds
 /// the relation locks this one needs, so what it can time out on is the row, nothing else.
 ///
-/// Where the storage tables are distributed (Citus), the row may live on another node, whose
-/// session does not see this one's `lock_timeout`: a waiting lock statement would wait there
-/// for as long as the holder runs. There the wait is a series of attempts that never wait
-/// (`SKIP LOCKED`), a few milliseconds apart, until the row is free or `ms` have passed.
+/// Where the storage tables are distributed (Citus) and the map's row lives on another node (a
+/// call in a transaction block, not delegated), that node's session does not see this one's
+/// `lock_timeout`: a waiting lock statement would wait there for as long as the holder runs.
+/// There the wait is a series of attempts that never wait (`SKIP LOCKED`), a few milliseconds
+/// apart, until the row is free or `ms` have passed. A delegated call runs on the node holding
+/// the map, whose lock statements run in this backend, and waits in the lock's queue.
 fn wait_for_lock(session: &Session, map: MapName<'_>, ms: i32) -> Option<MapState> {
-    if store::tables_are_distributed(session) {
+    if store::tables_are_distributed(session) && !store::map_is_on_this_node(session, map.as_str())
+    {
         return poll_for_lock(session, map, ms);
     }
     waiting_up_to(map, ms, || store::lock_state_wait(session, map.as_str()))

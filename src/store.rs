@@ -1144,6 +1144,21 @@ thread_local! {
     static DISTRIBUTED: Cell<Option<(pg_sys::LocalTransactionId, bool)>> = const { Cell::new(None) };
 }
 
+/// Whether this node holds the shard of `map`'s state row (where a lock statement runs in this
+/// backend, Citus's local execution, and waits with this session's `lock_timeout`).
+const MAP_IS_ON_THIS_NODE: Statement = Statement {
+    name: "map_is_on_this_node",
+    sql: "SELECT count(*) FROM pg_catalog.pg_dist_placement AS p
+          WHERE p.shardid = pg_catalog.get_shard_id_for_distribution_column('chunked_map.map_state', $1)
+            AND p.groupid = (SELECT g.groupid FROM pg_catalog.pg_dist_local_group AS g)",
+    params: &[TEXT],
+    access: Access::Read,
+};
+
+pub fn map_is_on_this_node(session: &Session, map: &str) -> bool {
+    count(session.run(&MAP_IS_ON_THIS_NODE, &[Param::of(map)])) > 0
+}
+
 /// The storage table the others are colocated with.
 pub const TABLES_ANCHOR: &str = "chunked_map.map_state";
 
@@ -1245,6 +1260,7 @@ pub const ALL: &[&Statement] = &[
     &ALLOW_TRIGGERS,
     &IS_DISTRIBUTED_TABLE,
     &PRELOADS_AFTER_CITUS,
+    &MAP_IS_ON_THIS_NODE,
     &WORKERS_NOT_PRELOADING,
     &DISTRIBUTE_TABLE,
     &IS_DISTRIBUTED_FUNCTION,
