@@ -12,6 +12,7 @@
 use crate::delegation;
 use crate::error::ChunkedError;
 use crate::guc;
+use crate::xact;
 use crate::spi;
 use crate::store;
 
@@ -60,18 +61,25 @@ pub fn distribute() -> Distributed {
             }
             .raise();
         }
-        let not_preloaded = store::nodes_not_preloading(session, delegation::installed());
-        if !not_preloaded.is_empty() {
+        let unguarded = store::nodes_without_guard(session, delegation::installed());
+        if !unguarded.is_empty() {
             ChunkedError::NotPreloaded {
-                nodes: format!("not on {}", not_preloaded.join(", ")),
+                nodes: format!("not on {}", unguarded.join(", ")),
             }
             .raise();
         }
-        store::allow_triggers_on_distributed_tables(session);
-        // Citus's notices while copying rows suggest a clean-up that this call does itself
-        guc::with_server_setting(c"client_min_messages", "warning", || {
-            distribute_objects(session)
-        })
+        // For these calls only: Citus refuses triggers on distributed tables unless told; the
+        // rows of a map are addressed by ctid, which only one copy of a shard keeps; and
+        // Citus's notices while copying rows suggest a clean-up that this call does itself.
+        let distributed = guc::with_server_setting(c"citus.enable_unsafe_triggers", "on", || {
+            guc::with_server_setting(c"citus.shard_replication_factor", "1", || {
+                guc::with_server_setting(c"client_min_messages", "warning", || {
+                    distribute_objects(session)
+                })
+            })
+        });
+        xact::forget_distributed();
+        distributed
     })
 }
 

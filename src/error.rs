@@ -123,7 +123,7 @@ pub enum ChunkedError {
     CitusMissing { what: String },
 
     /// `chunked_distribute` on nodes that do not load the library ahead of planning.
-    #[error("chunked_distribute needs chunked_map in shared_preload_libraries, after citus, on every node: {nodes}")]
+    #[error("chunked_distribute needs chunked_map in shared_preload_libraries (after citus) on every node: {nodes}")]
     NotPreloaded { nodes: String },
 
     /// The library was upgraded but the database's SQL objects were not.

@@ -86,10 +86,15 @@ pub fn with_server_setting<R>(name: &CStr, value: &str, f: impl FnOnce() -> R) -
     // the change to `f`.
     let nest_level = unsafe {
         let level = pg_sys::NewGUCNestLevel();
+        let context = if pg_sys::superuser() {
+            pg_sys::GucContext::PGC_SUSET
+        } else {
+            pg_sys::GucContext::PGC_USERSET
+        };
         pg_sys::set_config_option(
             name.as_ptr(),
             value.as_ptr(),
-            pg_sys::GucContext::PGC_USERSET,
+            context,
             pg_sys::GucSource::PGC_S_SESSION,
             pg_sys::GucAction::GUC_ACTION_SAVE,
             true,

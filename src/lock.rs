@@ -38,6 +38,8 @@ const ATTEMPTS: usize = 3;
 
 /// Takes the map's lock and returns its state; `None` when the map does not exist.
 pub fn lock_map(session: &Session, map: MapName<'_>) -> Option<MapState> {
+    // one deadline for every attempt: the call waits up to lock_timeout in all
+    let mut deadline: Option<(Instant, i32)> = None;
     for _ in 0..ATTEMPTS {
         if let Some(state) = store::lock_state(session, map.as_str()) {
             return Some(state);
@@ -48,12 +50,21 @@ pub fn lock_map(session: &Session, map: MapName<'_>) -> Option<MapState> {
         let Some(ms) = guc::lock_timeout_ms() else {
             locked(map, Held::Now)
         };
-        if let Some(state) = wait_for_lock(session, map, ms) {
+        let (until, ms) = *deadline.get_or_insert_with(|| (Instant::now() + millis(ms), ms));
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            locked(map, Held::For(ms));
+        }
+        if let Some(state) = wait_for_lock(session, map, left, ms) {
             return Some(state);
         }
         // the row went away while we waited: a drop committed; look again
     }
     locked(map, Held::Now)
+}
+
+fn millis(ms: i32) -> Duration {
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
 /// Takes the map's lock, raising 42704 when the map does not exist.
@@ -124,17 +135,29 @@ fn locked(map: MapName<'_>, held: Held) -> ! {
 /// There the wait is a series of attempts that never wait (`SKIP LOCKED`), a few milliseconds
 /// apart, until the row is free or `ms` have passed. A delegated call runs on the node holding
 /// the map, whose lock statements run in this backend, and waits in the lock's queue.
-fn wait_for_lock(session: &Session, map: MapName<'_>, ms: i32) -> Option<MapState> {
+/// `left` is what remains of the call's wait, `ms` the setting (for the message).
+fn wait_for_lock(
+    session: &Session,
+    map: MapName<'_>,
+    left: Duration,
+    ms: i32,
+) -> Option<MapState> {
     if store::tables_are_distributed(session) && !store::map_is_on_this_node(session, map.as_str())
     {
-        return poll_for_lock(session, map, ms);
+        return poll_for_lock(session, map, left, ms);
     }
-    waiting_up_to(map, ms, || store::lock_state_wait(session, map.as_str()))
+    let left_ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX).max(1);
+    waiting_up_to_reporting(map, left_ms, ms, || store::lock_state_wait(session, map.as_str()))
 }
 
 /// The wait of [`wait_for_lock`] as repeated attempts; `None` when the row went away.
-fn poll_for_lock(session: &Session, map: MapName<'_>, ms: i32) -> Option<MapState> {
-    let deadline = Instant::now() + Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+fn poll_for_lock(
+    session: &Session,
+    map: MapName<'_>,
+    left: Duration,
+    ms: i32,
+) -> Option<MapState> {
+    let deadline = Instant::now() + left;
     let mut pause = Duration::from_millis(1);
     loop {
         if let Some(state) = store::lock_state(session, map.as_str()) {
@@ -175,7 +198,17 @@ fn sleep(pause: Duration) {
 /// restores it as part of the transaction's abort), reporting a timeout or a deadlock as the
 /// map being locked. Only for statements whose only wait is the map's lock.
 fn waiting_up_to<R>(map: MapName<'_>, ms: i32, wait: impl FnOnce() -> R) -> R {
-    guc::with_server_setting(c"lock_timeout", &format!("{ms}ms"), || {
+    waiting_up_to_reporting(map, ms, ms, wait)
+}
+
+/// [`waiting_up_to`] for `wait_ms`, reporting a timeout as the setting's `ms`.
+fn waiting_up_to_reporting<R>(
+    map: MapName<'_>,
+    wait_ms: i32,
+    ms: i32,
+    wait: impl FnOnce() -> R,
+) -> R {
+    guc::with_server_setting(c"lock_timeout", &format!("{wait_ms}ms"), || {
         // The handlers only raise: there is no subtransaction to recover in.
         PgTryBuilder::new(AssertUnwindSafe(wait))
             .catch_when(

@@ -14,12 +14,11 @@
 //! - `current_record`: the records of each map's current chunk, one row each.
 //! - `archived_chunk`: one immutable row per full chunk, its payloads as one `jsonb[]`.
 
-use std::cell::Cell;
-
 use pgrx::pg_sys;
 
 use crate::chunking::CurrentChunk;
 use crate::jsonb::Jsonb;
+use crate::xact;
 use crate::spi::{
     Access, CallerMemory, Param, Row, Session, Statement, BOOL, INT4, INT8, JSONB, JSONB_ARRAY,
     TEXT, TID,
@@ -1063,85 +1062,41 @@ pub fn citus_is_coordinator(session: &Session) -> bool {
     rows.first().and_then(|row| row.bool(1)).unwrap_or(false)
 }
 
-/// Whether a node's `shared_preload_libraries` lists chunked_map after citus.
-macro_rules! preloads_after_citus {
-    () => {
-        "SELECT coalesce(pg_catalog.array_position(l, 'chunked_map') > pg_catalog.array_position(l, 'citus'), false)
-         FROM (SELECT pg_catalog.string_to_array(
-                          pg_catalog.translate(pg_catalog.current_setting('shared_preload_libraries'), ' \"', ''),
-                          ',') AS l) AS s"
-    };
-}
-
-const PRELOADS_AFTER_CITUS: Statement = Statement {
-    name: "preloads_after_citus",
-    sql: preloads_after_citus!(),
+/// The workers (`host:port`) without chunked_map's planner hook (`chunked_map.null_map_guard`
+/// is defined only where the library is preloaded), and those that did not answer.
+const WORKERS_WITHOUT_GUARD: Statement = Statement {
+    name: "workers_without_guard",
+    sql: "SELECT w.nodename || ':' || w.nodeport
+                 || CASE WHEN w.success THEN '' ELSE ' (did not answer: ' || w.result || ')' END
+          FROM pg_catalog.run_command_on_workers(
+                   $$SELECT pg_catalog.current_setting('chunked_map.null_map_guard', true)$$) AS w
+          WHERE NOT w.success OR w.result IS DISTINCT FROM 'on'
+          ORDER BY w.nodename, w.nodeport",
     params: &[],
     access: Access::Read,
 };
 
-/// The workers (`host:port`) that do not, or did not answer.
-const WORKERS_NOT_PRELOADING: Statement = Statement {
-    name: "workers_not_preloading",
-    sql: concat!(
-        "SELECT w.nodename || ':' || w.nodeport
-         FROM pg_catalog.run_command_on_workers($$",
-        preloads_after_citus!(),
-        "$$) AS w
-         WHERE NOT w.success OR w.result <> 't'
-         ORDER BY w.nodename, w.nodeport"
-    ),
-    params: &[],
-    access: Access::Read,
-};
-
-/// Nodes that do not plan through chunked_map's hook ahead of Citus's: this one (`hooked`:
-/// whether this process has the hook) and the workers.
-pub fn nodes_not_preloading(session: &Session, hooked: bool) -> Vec<String> {
+/// Nodes without chunked_map's planner hook: this one (`hooked`: whether this process has it)
+/// and the workers.
+pub fn nodes_without_guard(session: &Session, hooked: bool) -> Vec<String> {
     let mut nodes: Vec<String> = Vec::new();
-    let rows = session.run(&PRELOADS_AFTER_CITUS, &[]);
-    let in_order = rows.first().and_then(|row| row.bool(1)).unwrap_or(false);
-    if !(hooked && in_order) {
+    if !hooked {
         nodes.push("this coordinator".to_owned());
     }
-    let rows = session.run(&WORKERS_NOT_PRELOADING, &[]);
+    let rows = session.run(&WORKERS_WITHOUT_GUARD, &[]);
     nodes.extend(rows.iter().filter_map(|row| row.text(1)));
     nodes
-}
-
-/// For the rest of the transaction: Citus refuses triggers on distributed tables unless told.
-const ALLOW_TRIGGERS: Statement = Statement {
-    name: "allow_triggers_on_distributed_tables",
-    sql: "SELECT set_config('citus.enable_unsafe_triggers', 'on', true)",
-    params: &[],
-    access: Access::Write,
-};
-
-pub fn allow_triggers_on_distributed_tables(session: &Session) {
-    session.run(&ALLOW_TRIGGERS, &[]);
 }
 
 /// Whether the storage tables are distributed: Citus is installed in this database (a catalog
 /// lookup, no statement) and `map_state` is one of its distributed tables. Looked up once per
 /// transaction.
 pub fn tables_are_distributed(session: &Session) -> bool {
-    // SAFETY: this backend's own PGPROC, set for as long as it runs.
-    let transaction = unsafe { (*pg_sys::MyProc).lxid };
-    if let Some((seen_in, distributed)) = DISTRIBUTED.with(Cell::get) {
-        if seen_in == transaction {
-            return distributed;
-        }
-    }
-    // SAFETY: a catalog lookup in the current transaction.
-    let citus = unsafe { pg_sys::get_extension_oid(c"citus".as_ptr(), true) };
-    let distributed = citus != pg_sys::InvalidOid && is_distributed_table(session, TABLES_ANCHOR);
-    DISTRIBUTED.with(|cell| cell.set(Some((transaction, distributed))));
-    distributed
-}
-
-thread_local! {
-    /// [`tables_are_distributed`]'s answer, and the transaction (local id) it was found in.
-    static DISTRIBUTED: Cell<Option<(pg_sys::LocalTransactionId, bool)>> = const { Cell::new(None) };
+    xact::distributed_tables(|| {
+        // SAFETY: a catalog lookup in the current transaction.
+        let citus = unsafe { pg_sys::get_extension_oid(c"citus".as_ptr(), true) };
+        citus != pg_sys::InvalidOid && is_distributed_table(session, TABLES_ANCHOR)
+    })
 }
 
 /// Whether this node holds the shard of `map`'s state row (where a lock statement runs in this
@@ -1257,11 +1212,9 @@ pub const ALL: &[&Statement] = &[
     &CURRENT_DATABASE,
     &CITUS_VERSION,
     &CITUS_IS_COORDINATOR,
-    &ALLOW_TRIGGERS,
     &IS_DISTRIBUTED_TABLE,
-    &PRELOADS_AFTER_CITUS,
     &MAP_IS_ON_THIS_NODE,
-    &WORKERS_NOT_PRELOADING,
+    &WORKERS_WITHOUT_GUARD,
     &DISTRIBUTE_TABLE,
     &IS_DISTRIBUTED_FUNCTION,
     &DISTRIBUTE_FUNCTION,

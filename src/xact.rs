@@ -12,12 +12,14 @@
 //!   takes the slow path once to learn it). The address of a version written in a
 //!   subtransaction that rolled back is forgotten with it: its slot may be reused. Bounded: the
 //!   transaction's most recently written maps only.
+//! - **Whether the storage tables are distributed** (Citus), looked up once; forgotten when a
+//!   subtransaction rolls back (it may have distributed them).
 //! - **Which maps to announce, and up to which sequence.** A committing transaction that appended
 //!   to a map whose notifications are on sends one `NOTIFY chunked_map` for it with the newest
 //!   sequence it appended and kept. Decided here, from what the appends reported: nothing is
 //!   read at commit, where the caller's role and `search_path` would apply.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::num::NonZeroUsize;
@@ -55,6 +57,8 @@ struct Made<T> {
 thread_local! {
     static WRITTEN: RefCell<LruCache<String, Made<Written>>> =
         RefCell::new(LruCache::new(WRITTEN_KEPT));
+    /// Whether the storage tables are distributed (Citus), as this transaction found.
+    static DISTRIBUTED: Cell<Option<bool>> = const { Cell::new(None) };
     /// Per announced map, the newest sequence appended (`None` once the map was dropped), by
     /// subtransaction (innermost last).
     static TO_ANNOUNCE: RefCell<BTreeMap<String, Vec<Made<Option<i64>>>>> =
@@ -135,14 +139,31 @@ fn announcements() -> Vec<(String, i64)> {
     })
 }
 
+/// Whether the storage tables are distributed, found by `look` once per transaction.
+pub fn distributed_tables(look: impl FnOnce() -> bool) -> bool {
+    if let Some(distributed) = DISTRIBUTED.with(Cell::get) {
+        return distributed;
+    }
+    let distributed = look();
+    DISTRIBUTED.with(|cell| cell.set(Some(distributed)));
+    distributed
+}
+
+/// The tables were distributed in this transaction: look again.
+pub fn forget_distributed() {
+    DISTRIBUTED.with(|cell| cell.set(None));
+}
+
 fn forget_everything() {
     WRITTEN.with(|written| written.borrow_mut().clear());
     TO_ANNOUNCE.with(|maps| maps.borrow_mut().clear());
+    forget_distributed();
 }
 
 /// A subtransaction rolled back: what it (or a subtransaction of it) made is gone. Ids of
 /// subtransactions started later are larger.
 fn subtransaction_aborted(subtransaction: pg_sys::SubTransactionId) {
+    forget_distributed();
     WRITTEN.with(|written| {
         let mut written = written.borrow_mut();
         let gone: Vec<String> = written

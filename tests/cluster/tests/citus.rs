@@ -305,18 +305,57 @@ fn the_api_and_its_errors_hold_through_the_coordinator_and_through_a_worker() {
         );
         // a NULL map, as a constant and as a bound parameter: 22004 (Citus 13.2 would crash
         // the backend hashing it to find the node), and the node serves on
+        // in every form the planner reduces to one: named, cast, folded, inlined from an SQL
+        // function of the application's
+        client
+            .batch_execute(
+                "SET citus.enable_ddl_propagation = off;
+                 CREATE FUNCTION pg_temp.info(m text) RETURNS jsonb LANGUAGE sql
+                     AS 'SELECT chunked_map.chunked_info(m)';
+                 RESET citus.enable_ddl_propagation;",
+            )
+            .unwrap();
         for sql in [
             "SELECT chunked_map.chunked_info(NULL)",
             "SELECT chunked_map.chunked_register(NULL, '{}')",
             "SELECT * FROM chunked_map.chunked_read(NULL, 0, 10)",
+            "SELECT chunked_map.chunked_info(map => NULL)",
+            "SELECT * FROM chunked_map.chunked_read(map => NULL)",
+            "SELECT chunked_map.chunked_info(NULL::varchar::text)",
+            "SELECT chunked_map.chunked_info(nullif('a', 'a'))",
+            "SELECT pg_temp.info(NULL)",
         ] {
             assert_error(client.query(sql, &[]), "22004", "argument \"map\" must not be null");
         }
-        assert_error(
-            client.query("SELECT chunked_map.chunked_page($1)", &[&None::<&str>]),
-            "22004",
-            "argument \"map\" must not be null",
-        );
+        for sql in [
+            "SELECT chunked_map.chunked_page($1)",
+            "SELECT chunked_map.chunked_info(map => $1)",
+        ] {
+            assert_error(
+                client.query(sql, &[&None::<&str>]),
+                "22004",
+                "argument \"map\" must not be null",
+            );
+        }
+        // where PostgreSQL would not call the function, nothing is raised
+        let guarded = client
+            .query(
+                "SELECT chunked_map.chunked_info($1) WHERE $1::text IS NOT NULL",
+                &[&None::<&str>],
+            )
+            .unwrap();
+        assert!(guarded.is_empty());
+        // the rest of the table: other NULL arguments, names out of range
+        for (sql, sqlstate, message) in [
+            ("SELECT chunked_map.chunked_register('via', NULL)", "22004", "argument \"payload\" must not be null"),
+            ("SELECT chunked_map.chunked_page('via', NULL)", "22004", "argument \"page_token\" must not be null"),
+            ("SELECT chunked_map.chunked_start('via', NULL)", "22004", "argument \"chunk_size\" must not be null"),
+            ("SELECT chunked_map.chunked_get('via', NULL)", "22004", "argument \"seq\" must not be null"),
+            ("SELECT chunked_map.chunked_start('')", "22023", "map name must be 1 to 200 bytes"),
+            ("SELECT chunked_map.chunked_start(repeat('m', 201))", "22023", "map name must be 1 to 200 bytes"),
+        ] {
+            assert_error(client.query(sql, &[]), sqlstate, message);
+        }
         // none of the failed calls changed the map
         assert_eq!(
             query_json(&mut client, "chunked_map.chunked_info($1)", &[&map])["total_records"],
@@ -677,7 +716,7 @@ fn distributing_needs_chunked_map_preloaded_after_citus_on_every_node() {
     let error = assert_error(
         coordinator.batch_execute("SELECT chunked_map.chunked_distribute()"),
         "55000",
-        "chunked_distribute needs chunked_map in shared_preload_libraries, after citus, on every node",
+        "chunked_distribute needs chunked_map in shared_preload_libraries (after citus) on every node",
     );
     let ports: Vec<String> = citus
         .workers
