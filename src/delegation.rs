@@ -104,7 +104,11 @@ unsafe fn calls_with_null_map(
         // Simplifying evaluates immutable functions: only for calls that may be, or inline to,
         // one of the extension's (every other query pays a look at its top node, no more).
         let candidates = [target, from_call];
-        if !candidates.iter().flatten().any(|node| may_become_our_call(*node)) {
+        if !candidates
+            .iter()
+            .flatten()
+            .any(|node| may_become_our_call(*node))
+        {
             return false;
         }
         let root = planner_root(bound_params);
@@ -236,7 +240,10 @@ unsafe fn is_function_call(node: *mut pg_sys::Node) -> bool {
 
 /// # Safety
 /// `node` NULL or a valid node; `bound_params` NULL or valid.
-unsafe fn is_call_with_null_map(node: *mut pg_sys::Node, bound_params: pg_sys::ParamListInfo) -> bool {
+unsafe fn is_call_with_null_map(
+    node: *mut pg_sys::Node,
+    bound_params: pg_sys::ParamListInfo,
+) -> bool {
     unsafe {
         if !is_function_call(node) {
             return false;

@@ -12,9 +12,9 @@
 use crate::delegation;
 use crate::error::ChunkedError;
 use crate::guc;
-use crate::xact;
 use crate::spi;
 use crate::store;
+use crate::xact;
 
 /// The storage tables, the first one the colocation anchor.
 pub const TABLES: [&str; 3] = [
@@ -89,7 +89,11 @@ fn distribute_objects(session: &spi::Session) -> Distributed {
         if store::is_distributed_table(session, table) {
             continue;
         }
-        let colocate_with = if index == 0 { "none" } else { store::TABLES_ANCHOR };
+        let colocate_with = if index == 0 {
+            "none"
+        } else {
+            store::TABLES_ANCHOR
+        };
         store::distribute_table(session, table, colocate_with);
         tables += 1;
     }

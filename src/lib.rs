@@ -21,13 +21,13 @@
 mod api;
 mod append;
 mod chunking;
+mod delegation;
 mod distribute;
 mod error;
 mod guc;
 mod immutability;
 mod input;
 mod jsonb;
-mod delegation;
 mod lock;
 mod read;
 mod spi;

@@ -91,24 +91,29 @@ fn absent(session: &Session, map: MapName<'_>) -> Option<MapState> {
 
 /// Takes the lock of the map's name: without waiting, or up to `chunked_map.lock_timeout`.
 pub fn lock_name(session: &Session, map: MapName<'_>) {
-    if store::try_name_lock(session, map.as_str()) {
-        return;
-    }
-    match guc::lock_timeout_ms() {
-        None => locked(map, Held::StartOrDrop),
-        Some(ms) => waiting_up_to(map, ms, || store::name_lock_wait(session, map.as_str())),
-    }
+    on_name(session, map, store::try_name_lock, store::name_lock_wait);
 }
 
 /// Waits until no other transaction is starting or dropping a map of this name, without taking
 /// the name's lock: at once, or up to `chunked_map.lock_timeout`.
 pub fn probe_name(session: &Session, map: MapName<'_>) {
-    if store::probe_name(session, map.as_str()) {
+    on_name(session, map, store::probe_name, store::probe_name_wait);
+}
+
+/// `at_once` without waiting; if another transaction holds the name, 40001, or `wait` up to
+/// `chunked_map.lock_timeout`.
+fn on_name(
+    session: &Session,
+    map: MapName<'_>,
+    at_once: fn(&Session, &str) -> bool,
+    wait: fn(&Session, &str),
+) {
+    if at_once(session, map.as_str()) {
         return;
     }
     match guc::lock_timeout_ms() {
         None => locked(map, Held::StartOrDrop),
-        Some(ms) => waiting_up_to(map, ms, || store::probe_name_wait(session, map.as_str())),
+        Some(ms) => waiting_up_to(map, ms, || wait(session, map.as_str())),
     }
 }
 
@@ -136,27 +141,19 @@ fn locked(map: MapName<'_>, held: Held) -> ! {
 /// apart, until the row is free or `ms` have passed. A delegated call runs on the node holding
 /// the map, whose lock statements run in this backend, and waits in the lock's queue.
 /// `left` is what remains of the call's wait, `ms` the setting (for the message).
-fn wait_for_lock(
-    session: &Session,
-    map: MapName<'_>,
-    left: Duration,
-    ms: i32,
-) -> Option<MapState> {
+fn wait_for_lock(session: &Session, map: MapName<'_>, left: Duration, ms: i32) -> Option<MapState> {
     if store::tables_are_distributed(session) && !store::map_is_on_this_node(session, map.as_str())
     {
         return poll_for_lock(session, map, left, ms);
     }
     let left_ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX).max(1);
-    waiting_up_to_reporting(map, left_ms, ms, || store::lock_state_wait(session, map.as_str()))
+    waiting_up_to_reporting(map, left_ms, ms, || {
+        store::lock_state_wait(session, map.as_str())
+    })
 }
 
 /// The wait of [`wait_for_lock`] as repeated attempts; `None` when the row went away.
-fn poll_for_lock(
-    session: &Session,
-    map: MapName<'_>,
-    left: Duration,
-    ms: i32,
-) -> Option<MapState> {
+fn poll_for_lock(session: &Session, map: MapName<'_>, left: Duration, ms: i32) -> Option<MapState> {
     let deadline = Instant::now() + left;
     let mut pause = Duration::from_millis(1);
     loop {

@@ -18,11 +18,11 @@ use pgrx::pg_sys;
 
 use crate::chunking::CurrentChunk;
 use crate::jsonb::Jsonb;
-use crate::xact;
 use crate::spi::{
     Access, CallerMemory, Param, Row, Session, Statement, BOOL, INT4, INT8, JSONB, JSONB_ARRAY,
     TEXT, TID,
 };
+use crate::xact;
 
 /// The state row of a map, as the holder of its lock read it.
 #[derive(Debug, Clone)]
@@ -216,7 +216,11 @@ pub fn append_at_routed(
 ) -> Option<Appended> {
     let [map_param, payload_param, bytes, limit] =
         append_params(map, payload, bytes, max_chunk_bytes);
-    let appended = appended(session, &ADVANCE_AT, &[Param::of(map), bytes, limit, Param::tid(tid)])?;
+    let appended = appended(
+        session,
+        &ADVANCE_AT,
+        &[Param::of(map), bytes, limit, Param::tid(tid)],
+    )?;
     session.run(
         &INSERT_RECORD,
         &[map_param, Param::of(appended.seq), payload_param],
@@ -1119,7 +1123,8 @@ pub const TABLES_ANCHOR: &str = "chunked_map.map_state";
 
 const IS_DISTRIBUTED_TABLE: Statement = Statement {
     name: "is_distributed_table",
-    sql: "SELECT count(*) FROM pg_catalog.pg_dist_partition AS p WHERE p.logicalrelid = $1::regclass",
+    sql:
+        "SELECT count(*) FROM pg_catalog.pg_dist_partition AS p WHERE p.logicalrelid = $1::regclass",
     params: &[TEXT],
     access: Access::Write,
 };
@@ -1139,7 +1144,10 @@ const DISTRIBUTE_TABLE: Statement = Statement {
 };
 
 pub fn distribute_table(session: &Session, table: &str, colocate_with: &str) {
-    session.run(&DISTRIBUTE_TABLE, &[Param::of(table), Param::of(colocate_with)]);
+    session.run(
+        &DISTRIBUTE_TABLE,
+        &[Param::of(table), Param::of(colocate_with)],
+    );
 }
 
 const IS_DISTRIBUTED_FUNCTION: Statement = Statement {
@@ -1159,7 +1167,8 @@ pub fn is_distributed_function(session: &Session, function: &str) -> bool {
 /// delegated to the node holding that map.
 const DISTRIBUTE_FUNCTION: Statement = Statement {
     name: "distribute_function",
-    sql: "SELECT pg_catalog.create_distributed_function($1::regprocedure, '$1', colocate_with => $2)",
+    sql:
+        "SELECT pg_catalog.create_distributed_function($1::regprocedure, '$1', colocate_with => $2)",
     params: &[TEXT, TEXT],
     access: Access::Write,
 };

@@ -198,7 +198,11 @@ fn subtransaction_committed(
     });
     TO_ANNOUNCE.with(|maps| {
         for stack in maps.borrow_mut().values_mut() {
-            let newest = stack.iter().rev().find(|made| made.by >= subtransaction).copied();
+            let newest = stack
+                .iter()
+                .rev()
+                .find(|made| made.by >= subtransaction)
+                .copied();
             stack.retain(|made| made.by < subtransaction);
             if let Some(newest) = newest {
                 match stack.last_mut() {

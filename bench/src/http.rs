@@ -53,7 +53,10 @@ fn spawn(binary: &Path, url: &str, port: u16, env: &[(&str, &str)]) -> Service {
     let service = Service(command.spawn().expect("start subscribers-http"));
     let began = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(began.elapsed() < Duration::from_secs(30), "the service did not start");
+        assert!(
+            began.elapsed() < Duration::from_secs(30),
+            "the service did not start"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     service
@@ -61,7 +64,11 @@ fn spawn(binary: &Path, url: &str, port: u16, env: &[(&str, &str)]) -> Service {
 
 /// Milliseconds from wrk's "1.23ms", "456.00us", "1.02s".
 fn millis(text: &str) -> f64 {
-    let number = |suffix: &str| text.trim_end_matches(suffix).parse::<f64>().unwrap_or(f64::NAN);
+    let number = |suffix: &str| {
+        text.trim_end_matches(suffix)
+            .parse::<f64>()
+            .unwrap_or(f64::NAN)
+    };
     if text.ends_with("us") {
         number("us") / 1000.0
     } else if text.ends_with("ms") {
@@ -82,7 +89,9 @@ fn parse(output: &str) -> Load {
             ["50%", value] => load.p50_ms = millis(value),
             ["99%", value] => load.p99_ms = millis(value),
             ["Requests/sec:", value] => load.requests_per_second = value.parse().unwrap_or(0.0),
-            ["Non-2xx", "or", "3xx", "responses:", count] => load.errors += count.parse::<u64>().unwrap_or(0),
+            ["Non-2xx", "or", "3xx", "responses:", count] => {
+                load.errors += count.parse::<u64>().unwrap_or(0)
+            }
             ["Socket", "errors:", rest @ ..] => {
                 load.errors += rest
                     .iter()
@@ -135,9 +144,17 @@ pub fn section(cluster: &Cluster, work: &Path, rounds: usize, seconds: u32) -> O
     let url = cluster.url("http");
     let configs: [(&str, usize, &[(&str, &str)]); 4] = [
         ("1 map, default (waits up to 50 ms)", 1, &[]),
-        ("1 map, LOCK_TIMEOUT_MS=0 (never waits, retries)", 1, &[("LOCK_TIMEOUT_MS", "0")]),
+        (
+            "1 map, LOCK_TIMEOUT_MS=0 (never waits, retries)",
+            1,
+            &[("LOCK_TIMEOUT_MS", "0")],
+        ),
         ("8 maps, default (waits up to 50 ms)", 8, &[]),
-        ("8 maps, LOCK_TIMEOUT_MS=0 (never waits, retries)", 8, &[("LOCK_TIMEOUT_MS", "0")]),
+        (
+            "8 maps, LOCK_TIMEOUT_MS=0 (never waits, retries)",
+            8,
+            &[("LOCK_TIMEOUT_MS", "0")],
+        ),
     ];
     let mut results: Vec<Vec<Load>> = vec![Vec::new(); configs.len()];
     for round in 0..rounds {
@@ -154,7 +171,10 @@ pub fn section(cluster: &Cluster, work: &Path, rounds: usize, seconds: u32) -> O
         out,
         "### G. The HTTP service under load (release build, pool of 16, wrk -t2 -c32 POSTing ~90-byte appends, {seconds} s × {rounds} rounds, median; errors summed)\n"
     );
-    let _ = writeln!(out, "| workload | requests/s | p50 ms | p99 ms | max ms | errors |");
+    let _ = writeln!(
+        out,
+        "| workload | requests/s | p50 ms | p99 ms | max ms | errors |"
+    );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|");
     for ((name, _, _), loads) in configs.iter().zip(&results) {
         let _ = writeln!(

@@ -870,8 +870,18 @@ fn section_f(bench: &mut Bench) -> String {
     let configs: Vec<(&str, String, u32, bool)> = vec![
         ("1 client, notifications off", one("'quiet'"), 1, false),
         ("1 client, notifications on", one("'loud'"), 1, false),
-        ("8 clients on 8 maps, notifications off", one("('quiet' || :client_id)"), 8, true),
-        ("8 clients on 8 maps, notifications on", one("('loud' || :client_id)"), 8, true),
+        (
+            "8 clients on 8 maps, notifications off",
+            one("('quiet' || :client_id)"),
+            8,
+            true,
+        ),
+        (
+            "8 clients on 8 maps, notifications on",
+            one("('loud' || :client_id)"),
+            8,
+            true,
+        ),
     ];
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
     let (rounds, seconds) = (bench.options.append_rounds, bench.options.append_seconds);
@@ -894,7 +904,13 @@ fn section_f(bench: &mut Bench) -> String {
         }
     }
     let ratio = |on: usize, off: usize| {
-        median(rates[on].iter().zip(&rates[off]).map(|(a, b)| a / b).collect())
+        median(
+            rates[on]
+                .iter()
+                .zip(&rates[off])
+                .map(|(a, b)| a / b)
+                .collect(),
+        )
     };
     let mut out = String::new();
     let _ = writeln!(

@@ -89,7 +89,10 @@ fn distributing_keeps_existing_maps_and_calls_run_on_the_node_holding_the_map() 
         ]
     );
     assert!(tables.iter().all(|t| t.1 == "map"), "{tables:?}");
-    assert!(tables.iter().all(|t| t.2 == tables[0].2), "colocated: {tables:?}");
+    assert!(
+        tables.iter().all(|t| t.2 == tables[0].2),
+        "colocated: {tables:?}"
+    );
     let functions: Vec<String> = coordinator
         .query(
             "SELECT o.objid::regprocedure::text FROM pg_dist_object AS o
@@ -145,10 +148,7 @@ fn distributing_keeps_existing_maps_and_calls_run_on_the_node_holding_the_map() 
     for n in 0..20 {
         let map = format!("spread{}", n % 10);
         coordinator
-            .execute(
-                "SELECT chunked_map.chunked_start($1)",
-                &[&map],
-            )
+            .execute("SELECT chunked_map.chunked_start($1)", &[&map])
             .unwrap();
         register(&mut coordinator, &map, "{}").unwrap();
     }
@@ -217,7 +217,10 @@ fn the_api_and_its_errors_hold_through_the_coordinator_and_through_a_worker() {
         );
         assert_eq!(page["next_page_token"], "00000000000000000001");
         let forward: Vec<i64> = client
-            .query("SELECT seq FROM chunked_map.chunked_read($1, 2, 4)", &[&map])
+            .query(
+                "SELECT seq FROM chunked_map.chunked_read($1, 2, 4)",
+                &[&map],
+            )
             .unwrap()
             .iter()
             .map(|row| row.get(0))
@@ -245,10 +248,7 @@ fn the_api_and_its_errors_hold_through_the_coordinator_and_through_a_worker() {
         assert_eq!(many, 2);
         // optimistic appends: right expectation appends, wrong one is 23000
         let seq: i64 = client
-            .query_one(
-                "SELECT chunked_map.chunked_register($1, '{}', 9)",
-                &[&map],
-            )
+            .query_one("SELECT chunked_map.chunked_register($1, '{}', 9)", &[&map])
             .unwrap()
             .get(0);
         assert_eq!(seq, 10);
@@ -325,7 +325,11 @@ fn the_api_and_its_errors_hold_through_the_coordinator_and_through_a_worker() {
             "SELECT chunked_map.chunked_info(nullif('a', 'a'))",
             "SELECT pg_temp.info(NULL)",
         ] {
-            assert_error(client.query(sql, &[]), "22004", "argument \"map\" must not be null");
+            assert_error(
+                client.query(sql, &[]),
+                "22004",
+                "argument \"map\" must not be null",
+            );
         }
         for sql in [
             "SELECT chunked_map.chunked_page($1)",
@@ -347,12 +351,36 @@ fn the_api_and_its_errors_hold_through_the_coordinator_and_through_a_worker() {
         assert!(guarded.is_empty());
         // the rest of the table: other NULL arguments, names out of range
         for (sql, sqlstate, message) in [
-            ("SELECT chunked_map.chunked_register('via', NULL)", "22004", "argument \"payload\" must not be null"),
-            ("SELECT chunked_map.chunked_page('via', NULL)", "22004", "argument \"page_token\" must not be null"),
-            ("SELECT chunked_map.chunked_start('via', NULL)", "22004", "argument \"chunk_size\" must not be null"),
-            ("SELECT chunked_map.chunked_get('via', NULL)", "22004", "argument \"seq\" must not be null"),
-            ("SELECT chunked_map.chunked_start('')", "22023", "map name must be 1 to 200 bytes"),
-            ("SELECT chunked_map.chunked_start(repeat('m', 201))", "22023", "map name must be 1 to 200 bytes"),
+            (
+                "SELECT chunked_map.chunked_register('via', NULL)",
+                "22004",
+                "argument \"payload\" must not be null",
+            ),
+            (
+                "SELECT chunked_map.chunked_page('via', NULL)",
+                "22004",
+                "argument \"page_token\" must not be null",
+            ),
+            (
+                "SELECT chunked_map.chunked_start('via', NULL)",
+                "22004",
+                "argument \"chunk_size\" must not be null",
+            ),
+            (
+                "SELECT chunked_map.chunked_get('via', NULL)",
+                "22004",
+                "argument \"seq\" must not be null",
+            ),
+            (
+                "SELECT chunked_map.chunked_start('')",
+                "22023",
+                "map name must be 1 to 200 bytes",
+            ),
+            (
+                "SELECT chunked_map.chunked_start(repeat('m', 201))",
+                "22023",
+                "map name must be 1 to 200 bytes",
+            ),
         ] {
             assert_error(client.query(sql, &[]), sqlstate, message);
         }
@@ -491,7 +519,10 @@ fn eight_writers_retrying_on_40001_produce_contiguous_sequences() {
     let retries: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
     eprintln!("retried 40001 {retries} times");
     for map in ["w0", "w1"] {
-        assert_eq!(all_seqs(&mut coordinator, map), (1..=160).rev().collect::<Vec<i64>>());
+        assert_eq!(
+            all_seqs(&mut coordinator, map),
+            (1..=160).rev().collect::<Vec<i64>>()
+        );
         let verify = query_json(&mut coordinator, "chunked_map.chunked_verify($1)", &[&map]);
         assert_eq!(verify["consistent"], true, "{verify}");
         // each writer's records in its own order
@@ -536,12 +567,30 @@ fn no_role_but_the_owner_can_change_history_on_any_node() {
         .unwrap();
     let before = all_pages_text(&mut coordinator, "audit");
     let attempts = [
-        ("UPDATE chunked_map.archived_chunk SET payloads = '{}'", "UPDATE on chunked_map.archived_chunk"),
-        ("DELETE FROM chunked_map.archived_chunk WHERE map = 'audit'", "DELETE on chunked_map.archived_chunk"),
-        ("TRUNCATE chunked_map.archived_chunk", "TRUNCATE on chunked_map.archived_chunk"),
-        ("DELETE FROM chunked_map.map_state WHERE map = 'audit'", "DELETE on chunked_map.map_state"),
-        ("TRUNCATE chunked_map.map_state", "TRUNCATE on chunked_map.map_state"),
-        ("UPDATE chunked_map.current_record SET payload = '{}' WHERE map = 'audit'", "UPDATE on chunked_map.current_record"),
+        (
+            "UPDATE chunked_map.archived_chunk SET payloads = '{}'",
+            "UPDATE on chunked_map.archived_chunk",
+        ),
+        (
+            "DELETE FROM chunked_map.archived_chunk WHERE map = 'audit'",
+            "DELETE on chunked_map.archived_chunk",
+        ),
+        (
+            "TRUNCATE chunked_map.archived_chunk",
+            "TRUNCATE on chunked_map.archived_chunk",
+        ),
+        (
+            "DELETE FROM chunked_map.map_state WHERE map = 'audit'",
+            "DELETE on chunked_map.map_state",
+        ),
+        (
+            "TRUNCATE chunked_map.map_state",
+            "TRUNCATE on chunked_map.map_state",
+        ),
+        (
+            "UPDATE chunked_map.current_record SET payload = '{}' WHERE map = 'audit'",
+            "UPDATE on chunked_map.current_record",
+        ),
         (
             "INSERT INTO chunked_map.current_record VALUES ('audit', 1000, '{\"forged\": true}')",
             "INSERT on chunked_map.current_record",
@@ -553,7 +602,9 @@ fn no_role_but_the_owner_can_change_history_on_any_node() {
         for (sql, message) in attempts {
             let error = assert_error(intruder.batch_execute(sql), "42501", message);
             assert!(
-                error.message().ends_with("is not allowed: chunked_map history is append-only"),
+                error
+                    .message()
+                    .ends_with("is not allowed: chunked_map history is append-only"),
                 "{}",
                 error.message()
             );
@@ -641,7 +692,10 @@ fn search_path_tricks_change_nothing_on_the_cluster() {
             .unwrap();
         assert_eq!(all_pages_text(&mut client, "plain"), expected);
         let read: i64 = client
-            .query_one("SELECT count(*) FROM chunked_map.chunked_read('plain', 0, 100)", &[])
+            .query_one(
+                "SELECT count(*) FROM chunked_map.chunked_read('plain', 0, 100)",
+                &[],
+            )
             .unwrap()
             .get(0);
         assert_eq!(read, 5);

@@ -182,10 +182,12 @@ fn a_prepared_transaction_cannot_announce_and_says_so() {
 fn a_granted_writer_with_a_hostile_search_path_announces_its_commit() {
     let (cluster, mut owner, mut listener) = setup("notify_writer");
     owner
-        .batch_execute(&std::fs::read_to_string(
-            chunked_map_cluster_tests::repo_root().join("sql/grants/writer.sql"),
+        .batch_execute(
+            &std::fs::read_to_string(
+                chunked_map_cluster_tests::repo_root().join("sql/grants/writer.sql"),
+            )
+            .unwrap(),
         )
-        .unwrap())
         .unwrap();
     owner
         .batch_execute(

@@ -27,7 +27,11 @@ fn preloaded_on_plain_postgresql_the_answers_are_the_same() {
         "SELECT * FROM chunked_map.chunked_read(NULL)",
         "SELECT info(NULL)",
     ] {
-        assert_error(client.query(sql, &[]), "22004", "argument \"map\" must not be null");
+        assert_error(
+            client.query(sql, &[]),
+            "22004",
+            "argument \"map\" must not be null",
+        );
     }
     let guarded = client
         .query(
@@ -50,7 +54,10 @@ fn preloaded_on_plain_postgresql_the_answers_are_the_same() {
         3
     );
     let seqs: Vec<i64> = client
-        .query("SELECT seq FROM chunked_map.chunked_read(map => 'm', after_seq => 1)", &[])
+        .query(
+            "SELECT seq FROM chunked_map.chunked_read(map => 'm', after_seq => 1)",
+            &[],
+        )
         .unwrap()
         .iter()
         .map(|row| row.get(0))
