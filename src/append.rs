@@ -159,17 +159,7 @@ fn append_locked(
         store::append_at
     };
     append_at(session, map.as_str(), state.tid, payload, max_chunk_bytes)
-        .unwrap_or_else(|| lost_lock(map))
-}
-
-fn lost_lock(map: MapName<'_>) -> ! {
-    ChunkedError::Internal {
-        context: format!(
-            "map \"{}\" changed while this transaction held its lock",
-            map.as_str()
-        ),
-    }
-    .raise()
+        .unwrap_or_else(|| store::lost_state_row(map.as_str()))
 }
 
 /// Archives the current chunk (the caller holds the map's lock) and returns the state of the

@@ -7,7 +7,8 @@ use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
 use crate::error::PayloadLimit;
 
-/// Largest payload accepted by an append, in bytes of its jsonb value.
+/// Largest payload accepted by an append, in bytes: the larger of its jsonb value and its JSON
+/// text.
 pub static MAX_PAYLOAD_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 
 /// Most payload bytes a chunk holds (a chunk always takes at least one record).
@@ -26,7 +27,7 @@ pub static LOCK_TIMEOUT_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
 pub fn register() {
     GucRegistry::define_int_guc(
         c"chunked_map.max_payload_bytes",
-        c"Largest payload an append accepts, measured as the size of its jsonb value.",
+        c"Largest payload an append accepts, measured as the larger of its jsonb value and its JSON text.",
         c"A larger payload is refused with SQLSTATE 54000. It can never exceed chunked_map.max_chunk_bytes. Only superusers can change it.",
         &MAX_PAYLOAD_BYTES,
         1,

@@ -478,7 +478,15 @@ pub fn close_current(
         .unwrap_or_else(|| lost_state_row(map))
 }
 
-fn lost_state_row(map: &str) -> ! {
+/// The address of the state row version a statement that rewrote it returned.
+fn rewritten_at(rows: &crate::spi::Rows<'_>, map: &str) -> pg_sys::ItemPointerData {
+    rows.first()
+        .map(|row| tid_of(&row, 1))
+        .unwrap_or_else(|| lost_state_row(map))
+}
+
+/// The caller holds the map's lock, yet its state row was not where the lock left it.
+pub fn lost_state_row(map: &str) -> ! {
     crate::error::ChunkedError::Internal {
         context: format!(
             "the state row of map \"{map}\" changed while this transaction held its lock"
@@ -567,9 +575,7 @@ pub fn advance_state(
             Param::of(chunks_archived),
         ],
     );
-    rows.first()
-        .map(|row| tid_of(&row, 1))
-        .unwrap_or_else(|| lost_state_row(map))
+    rewritten_at(&rows, map)
 }
 
 /// Changes the size of chunks started from now on; an empty current chunk takes it too.
@@ -595,9 +601,7 @@ pub fn set_chunk_size(
         &SET_CHUNK_SIZE,
         &[Param::of(map), Param::tid(state.tid), Param::of(chunk_size)],
     );
-    rows.first()
-        .map(|row| tid_of(&row, 1))
-        .unwrap_or_else(|| lost_state_row(map))
+    rewritten_at(&rows, map)
 }
 
 /// Turns the announcement of committed appends on or off.
@@ -621,9 +625,7 @@ pub fn set_notify(
         &SET_NOTIFY,
         &[Param::of(map), Param::tid(state.tid), Param::of(enabled)],
     );
-    rows.first()
-        .map(|row| tid_of(&row, 1))
-        .unwrap_or_else(|| lost_state_row(map))
+    rewritten_at(&rows, map)
 }
 
 /// Removes every row of one map; the caller holds its lock. Runs as the tables' owner (the
@@ -1097,9 +1099,14 @@ pub fn nodes_without_guard(session: &Session, hooked: bool) -> Vec<String> {
 /// transaction.
 pub fn tables_are_distributed(session: &Session) -> bool {
     xact::distributed_tables(|| {
-        // SAFETY: a catalog lookup in the current transaction.
-        let citus = unsafe { pg_sys::get_extension_oid(c"citus".as_ptr(), true) };
-        citus != pg_sys::InvalidOid && is_distributed_table(session, TABLES_ANCHOR)
+        // Citus only runs preloaded: where its library is not in this process (none of its
+        // settings is defined), nothing is distributed, and no catalog is read.
+        // SAFETY: a lookup in the table of defined settings, and one in the catalog.
+        unsafe {
+            !pg_sys::GetConfigOption(c"citus.node_conninfo".as_ptr(), true, false).is_null()
+                && pg_sys::get_extension_oid(c"citus".as_ptr(), true) != pg_sys::InvalidOid
+                && is_distributed_table(session, TABLES_ANCHOR)
+        }
     })
 }
 

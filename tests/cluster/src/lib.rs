@@ -250,3 +250,24 @@ pub fn query_json(
         .get(0);
     serde_json::from_str(&text).expect("valid JSON")
 }
+
+/// Every notification `listener` received within `wait`, as (channel, payload parsed as JSON).
+pub fn notifications_within(listener: &mut Client, wait: Duration) -> Vec<(String, Value)> {
+    use postgres::fallible_iterator::FallibleIterator;
+    let mut notifications = listener.notifications();
+    let mut out = Vec::new();
+    let mut iter = notifications.timeout_iter(wait);
+    while let Ok(Some(notification)) = iter.next() {
+        let payload: Value = serde_json::from_str(notification.payload()).expect("payload is JSON");
+        out.push((notification.channel().to_owned(), payload));
+    }
+    out
+}
+
+/// A notification chunked_map sends for `map` committed up to `last_seq`.
+pub fn announced(map: &str, last_seq: i64) -> (String, Value) {
+    (
+        "chunked_map".to_owned(),
+        serde_json::json!({"map": map, "last_seq": last_seq}),
+    )
+}

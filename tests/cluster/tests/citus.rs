@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use chunked_map_cluster_tests::citus::CitusCluster;
 use chunked_map_cluster_tests::page::{all_pages_text, all_seqs};
-use chunked_map_cluster_tests::{assert_error, query_json, Client};
-use postgres::fallible_iterator::FallibleIterator;
+use chunked_map_cluster_tests::{
+    announced, assert_error, notifications_within as received, query_json, Client,
+};
 use serde_json::json;
 
 fn register(client: &mut Client, map: &str, payload: &str) -> Result<i64, postgres::Error> {
@@ -709,17 +710,6 @@ fn search_path_tricks_change_nothing_on_the_cluster() {
     assert_eq!(verify["consistent"], true);
 }
 
-/// Every notification a listener received within `wait`.
-fn received(listener: &mut Client, wait: Duration) -> Vec<String> {
-    let mut notifications = listener.notifications();
-    let mut iter = notifications.timeout_iter(wait);
-    let mut out = Vec::new();
-    while let Ok(Some(notification)) = iter.next() {
-        out.push(notification.payload().to_owned());
-    }
-    out
-}
-
 #[test]
 #[ignore = "needs Citus: scripts/test-citus.sh"]
 fn notifications_come_from_the_node_that_commits_the_append() {
@@ -743,22 +733,22 @@ fn notifications_come_from_the_node_that_commits_the_append() {
         .collect();
     // delegated: the worker holding the map runs and commits the append, and notifies there
     register(&mut coordinator, "loud", "{}").unwrap();
-    let heard: Vec<Vec<String>> = listeners
+    let heard: Vec<_> = listeners
         .iter_mut()
         .map(|l| received(l, Duration::from_millis(500)))
         .collect();
     assert!(heard[0].is_empty(), "coordinator: {:?}", heard[0]);
-    let on_workers: Vec<&String> = heard[1..].iter().flatten().collect();
-    assert_eq!(on_workers, [&r#"{"last_seq":1,"map":"loud"}"#.to_owned()]);
+    let on_workers: Vec<_> = heard[1..].iter().flatten().cloned().collect();
+    assert_eq!(on_workers, [announced("loud", 1)]);
     // in a transaction block the function runs on the coordinator, which notifies
     coordinator
         .batch_execute("BEGIN; SELECT chunked_map.chunked_register('loud', '{}'); COMMIT;")
         .unwrap();
-    let heard: Vec<Vec<String>> = listeners
+    let heard: Vec<_> = listeners
         .iter_mut()
         .map(|l| received(l, Duration::from_millis(500)))
         .collect();
-    assert_eq!(heard[0], [r#"{"last_seq":2,"map":"loud"}"#]);
+    assert_eq!(heard[0], [announced("loud", 2)]);
     assert!(heard[1..].iter().all(Vec::is_empty), "{heard:?}");
 }
 

@@ -4,21 +4,9 @@
 
 use std::time::Duration;
 
-use chunked_map_cluster_tests::{assert_error, Client, Cluster};
-use postgres::fallible_iterator::FallibleIterator;
-use serde_json::{json, Value};
-
-/// Every notification received within `wait`, as (channel, parsed payload).
-fn received(listener: &mut Client, wait: Duration) -> Vec<(String, Value)> {
-    let mut notifications = listener.notifications();
-    let mut out = Vec::new();
-    let mut iter = notifications.timeout_iter(wait);
-    while let Ok(Some(notification)) = iter.next() {
-        let payload: Value = serde_json::from_str(notification.payload()).expect("payload is JSON");
-        out.push((notification.channel().to_owned(), payload));
-    }
-    out
-}
+use chunked_map_cluster_tests::{
+    announced, assert_error, notifications_within as received, Client, Cluster,
+};
 
 fn setup(database: &str) -> (Cluster, Client, Client) {
     let cluster = Cluster::start();
@@ -59,18 +47,9 @@ fn a_committed_transaction_sends_one_notification_per_map_with_its_newest_sequen
     assert_eq!(
         received(&mut listener, Duration::from_millis(500)),
         vec![
-            (
-                "chunked_map".to_owned(),
-                json!({"map": "loud", "last_seq": 4})
-            ),
-            (
-                "chunked_map".to_owned(),
-                json!({"map": "loud", "last_seq": 5})
-            ),
-            (
-                "chunked_map".to_owned(),
-                json!({"map": "loud", "last_seq": 7})
-            ),
+            announced("loud", 4),
+            announced("loud", 5),
+            announced("loud", 7),
         ]
     );
 }
@@ -109,10 +88,7 @@ fn nothing_is_sent_for_rolled_back_appends_nor_for_a_map_whose_notifications_are
         .unwrap();
     assert_eq!(
         received(&mut listener, Duration::from_millis(500)),
-        vec![(
-            "chunked_map".to_owned(),
-            json!({"map": "loud", "last_seq": 1})
-        )]
+        vec![announced("loud", 1)]
     );
 
     // turned off, the map is quiet again
@@ -213,10 +189,7 @@ fn a_granted_writer_with_a_hostile_search_path_announces_its_commit() {
     .unwrap();
     assert_eq!(
         received(&mut listener, Duration::from_millis(500)),
-        vec![(
-            "chunked_map".to_owned(),
-            json!({"map": "loud", "last_seq": 2})
-        )]
+        vec![announced("loud", 2)]
     );
 }
 
@@ -242,10 +215,7 @@ fn a_rolled_back_append_followed_by_another_write_to_the_map_announces_nothing()
         .unwrap();
     assert_eq!(
         received(&mut listener, Duration::from_millis(500)),
-        vec![(
-            "chunked_map".to_owned(),
-            json!({"map": "loud", "last_seq": 1})
-        )]
+        vec![announced("loud", 1)]
     );
 }
 
@@ -302,10 +272,7 @@ fn what_the_transaction_dropped_is_not_announced() {
         .unwrap();
     assert_eq!(
         received(&mut listener, Duration::from_millis(500)),
-        vec![(
-            "chunked_map".to_owned(),
-            json!({"map": "also_loud", "last_seq": 1})
-        )]
+        vec![announced("also_loud", 1)]
     );
     writer
         .batch_execute(
