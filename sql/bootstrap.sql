@@ -37,8 +37,10 @@ CREATE TABLE chunked_map.map_state (
     -- the sequence the next record gets, and the payload bytes of the current chunk
     next_seq              bigint  NOT NULL,
     current_bytes         bigint  NOT NULL DEFAULT 0,
-    -- whether committed appends are announced on channel chunked_map
+    -- whether committed appends are announced, and on which channel: chunked_map_ and 32
+    -- random hexadecimal digits, given the first time notifications are turned on
     notify                boolean NOT NULL DEFAULT false,
+    notify_channel        text,
     CONSTRAINT map_state_pkey PRIMARY KEY (map)
 ) WITH (fillfactor = 70);
 
@@ -77,6 +79,15 @@ BEGIN
     END IF;
 END
 $$;
+
+-- A random key of this installation, for what every role can see and must not be able to link
+-- to a map's name: the keys of the locks on map names (src/name_lock.rs), which pg_locks shows.
+-- Readable by the owner only; not dumped (a restored database gets a key of its own).
+CREATE TABLE chunked_map.installation (
+    secret bytea NOT NULL
+);
+INSERT INTO chunked_map.installation (secret)
+VALUES (pg_catalog.uuid_send(pg_catalog.gen_random_uuid()) || pg_catalog.uuid_send(pg_catalog.gen_random_uuid()));
 
 -- pg_dump / pg_restore carry every map.
 SELECT pg_catalog.pg_extension_config_dump('chunked_map.map_state', '');

@@ -18,7 +18,7 @@ use crate::lock;
 use crate::spi::{self, Session};
 use crate::store::{self, Appended, MapState};
 use crate::token::archived_token;
-use crate::xact::{self, Written};
+use crate::xact::{self, Announcement, Written};
 
 /// Starts a map; `false` (and no change) when it already exists. Never waits (unless
 /// `chunked_map.lock_timeout` says so). The map's name is locked (see `lock`) by a start that
@@ -101,8 +101,9 @@ pub fn append(map: MapName<'_>, payload: Jsonb<'_>) -> i64 {
             seq
         }
         Err(appended) => {
-            wrote(map, &appended);
-            appended.seq
+            let seq = appended.seq;
+            wrote(map, appended);
+            seq
         }
     }
 }
@@ -136,8 +137,9 @@ pub fn append_if_last(map: MapName<'_>, payload: Jsonb<'_>, expected_last_seq: i
         Ok(append_locked(session, map, state, payload, max_chunk_bytes))
     })
     .or_raise();
-    wrote(map, &appended);
-    appended.seq
+    let seq = appended.seq;
+    wrote(map, appended);
+    seq
 }
 
 /// Appends to a map whose lock the caller holds, archiving its current chunk first if full.
@@ -222,11 +224,11 @@ pub fn append_many(map: MapName<'_>, payloads: JsonbArray<'_>) -> (i64, i64) {
         })
         .unzip();
     let max_chunk_bytes = guc::max_chunk_bytes();
-    let (first, tid, notify) = spi::connect(|session| {
+    let (first, tid, announce_on) = spi::connect(|session| {
         let mut state = lock::lock_existing_map(session, map);
         let first = state.current.next_seq;
         if payloads.is_empty() {
-            return (first, state.tid, false);
+            return (first, state.tid, None);
         }
         let Batch { fill, chunks } =
             chunking::plan_batch(&state.current, state.chunk_size, &sizes, max_chunk_bytes);
@@ -267,17 +269,21 @@ pub fn append_many(map: MapName<'_>, payloads: JsonbArray<'_>) -> (i64, i64) {
             state.current.bytes = total_bytes(&sizes[last.clone()]);
         }
         let tid = store::advance_state(session, map.as_str(), &state, archived);
-        (first, tid, state.notify)
+        (first, tid, state.announce_on.clone())
     });
     let last = first + to_i64(payloads.len()) - 1;
-    wrote(
-        map,
-        &Appended {
-            seq: last,
-            tid,
-            notify,
-        },
-    );
+    if payloads.is_empty() {
+        xact::remember_written(map.as_str(), tid);
+    } else {
+        wrote(
+            map,
+            Appended {
+                seq: last,
+                tid,
+                announce_on,
+            },
+        );
+    }
     (first, last)
 }
 
@@ -305,13 +311,29 @@ pub fn set_chunk_size(map: MapName<'_>, chunk_size: i32) {
     xact::remember_written(map.as_str(), tid);
 }
 
-/// Turns notifications of committed appends on or off.
+/// Turns notifications of committed appends on or off. What the transaction's commit sends is
+/// decided at its commit, with the setting as the transaction leaves it: turned on after this
+/// transaction appended to the map, its commit announces those appends; turned off, nothing.
 pub fn set_notify(map: MapName<'_>, enabled: bool) {
-    let tid = spi::connect(|session| {
+    let (tid, channel, appended_up_to) = spi::connect(|session| {
         let state = lock::lock_existing_map(session, map);
-        store::set_notify(session, map.as_str(), &state, enabled)
+        let (tid, channel) = store::set_notify(session, map.as_str(), &state, enabled);
+        // The newest record is in the current chunk (an append always leaves it there); when
+        // this transaction inserted it, the transaction appended to the map.
+        let newest = state.current.next_seq - 1;
+        let appended = enabled
+            && newest >= 1
+            && store::inserted_by_this_transaction(session, map.as_str(), newest);
+        (tid, channel, appended.then_some(newest))
     });
     xact::remember_written(map.as_str(), tid);
+    match (enabled, channel, appended_up_to) {
+        (true, Some(channel), Some(last_seq)) => {
+            xact::announce_at_commit(map.as_str(), Announcement { channel, last_seq })
+        }
+        (true, _, _) => {}
+        (false, _, _) => xact::announce_nothing(map.as_str()),
+    }
 }
 
 /// Removes a whole map under its lock; `false` when it did not exist.
@@ -328,10 +350,11 @@ pub fn drop_map(map: MapName<'_>) -> bool {
 }
 
 /// What the rest of the transaction needs to know of an append.
-fn wrote(map: MapName<'_>, appended: &Appended) {
+fn wrote(map: MapName<'_>, appended: Appended) {
     xact::remember_written(map.as_str(), appended.tid);
-    if appended.notify {
-        xact::announce_at_commit(map.as_str(), appended.seq);
+    if let Some(channel) = appended.announce_on {
+        let last_seq = appended.seq;
+        xact::announce_at_commit(map.as_str(), Announcement { channel, last_seq });
     }
 }
 

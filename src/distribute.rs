@@ -9,7 +9,6 @@
 //! unless `citus.enable_unsafe_triggers` is on, for the call): they are created on every shard,
 //! where the statements that change rows run.
 
-use crate::delegation;
 use crate::error::ChunkedError;
 use crate::guc;
 use crate::spi;
@@ -61,7 +60,7 @@ pub fn distribute() -> Distributed {
             }
             .raise();
         }
-        let unguarded = store::nodes_without_guard(session, delegation::installed());
+        let unguarded = store::nodes_without_guard(session, crate::citus::null_map_guard::installed());
         if !unguarded.is_empty() {
             ChunkedError::NotPreloaded {
                 nodes: format!("not on {}", unguarded.join(", ")),

@@ -6,8 +6,7 @@
 //! row) reach the caller unchanged, with PostgreSQL's own SQLSTATE and message: the extension
 //! relabels nothing it did not detect itself.
 
-use pgrx::pg_sys::panic::ErrorReport;
-use pgrx::{PgLogLevel, PgSqlErrorCode};
+use pgrx::PgSqlErrorCode;
 
 use crate::token::TOKEN_DIGITS;
 
@@ -242,28 +241,27 @@ impl ChunkedError {
         }
     }
 
-    /// Raises the error in PostgreSQL: the current statement fails with it.
-    pub fn raise(&self) -> ! {
-        let mut report = ErrorReport::new(self.sqlstate(), self.to_string(), "chunked_map");
-        if let Some(detail) = self.detail() {
-            report = report.set_detail(detail);
-        }
-        if let Some(hint) = self.hint() {
-            report = report.set_hint(hint);
-        }
-        report.report(PgLogLevel::ERROR);
-        unreachable!("an ERROR report does not return")
+    /// Raises the error: the Rust stack unwinds to the function PostgreSQL called, which raises
+    /// it there (see `pg::boundary`); the current statement fails with it.
+    #[track_caller]
+    pub fn raise(self) -> ! {
+        crate::pg::boundary::Failure::Chunked(self, std::panic::Location::caller()).raise()
     }
 }
 
 /// Unwraps a result of the extension's own validation, raising the error in PostgreSQL.
 pub trait OrRaise<T> {
+    #[track_caller]
     fn or_raise(self) -> T;
 }
 
 impl<T> OrRaise<T> for Result<T, ChunkedError> {
+    #[track_caller]
     fn or_raise(self) -> T {
-        self.unwrap_or_else(|error| error.raise())
+        match self {
+            Ok(value) => value,
+            Err(error) => error.raise(),
+        }
     }
 }
 

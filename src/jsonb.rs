@@ -35,6 +35,11 @@ impl<'mcx> Jsonb<'mcx> {
         }
     }
 
+    /// The datum, to hand to PostgreSQL (a parameter, a result), valid for `'mcx`.
+    pub fn datum(self) -> pg_sys::Datum {
+        self.datum
+    }
+
     /// The payload's size, the measure `chunked_map.max_payload_bytes` and
     /// `chunked_map.max_chunk_bytes` limit: see [`payload_bytes`].
     pub fn size(self) -> usize {

@@ -21,7 +21,7 @@
 mod api;
 mod append;
 mod chunking;
-mod delegation;
+mod citus;
 mod distribute;
 mod error;
 mod guc;
@@ -29,6 +29,8 @@ mod immutability;
 mod input;
 mod jsonb;
 mod lock;
+mod name_lock;
+mod pg;
 mod read;
 mod spi;
 mod store;
@@ -42,18 +44,15 @@ mod tests;
 ::pgrx::pg_module_magic!(name, version);
 
 pgrx::extension_sql_file!("../sql/bootstrap.sql", name = "bootstrap", bootstrap);
-pgrx::extension_sql_file!(
-    "../sql/protect.sql",
-    name = "protect",
-    requires = ["bootstrap", immutability::chunked_forbid_rewrite]
-);
+pgrx::extension_sql_file!("../sql/api.sql", name = "api", requires = ["bootstrap"]);
+pgrx::extension_sql_file!("../sql/protect.sql", name = "protect", requires = ["api"]);
 pgrx::extension_sql_file!("../sql/finalize.sql", name = "finalize", finalize);
 
 #[pgrx::pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     guc::register();
     xact::register();
-    delegation::install();
+    citus::null_map_guard::install();
 }
 
 /// Required by `cargo pgrx test`.

@@ -16,19 +16,19 @@
 //! writer ever acts on a map its snapshot sees out of date. That error reaches the caller as
 //! PostgreSQL raised it.
 //!
-//! A map's name is locked too (a transaction-scoped advisory lock) by `chunked_start` and
-//! `chunked_drop`, which may have no row to lock: so that a start never waits behind a drop or
-//! another start of the same name that has not committed yet.
+//! A map's name is locked too (see `name_lock`) by `chunked_start` and `chunked_drop`, which
+//! may have no row to lock: so that a start never waits behind a drop or another start of the
+//! same name that has not committed yet.
 
-use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
 
-use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 
 use crate::error::{ChunkedError, Held};
 use crate::guc;
 use crate::input::MapName;
+use crate::name_lock::{self, Wait};
+use crate::pg::boundary::{OrRethrow, PgError};
 use crate::spi::Session;
 use crate::store::{self, MapState};
 
@@ -91,29 +91,30 @@ fn absent(session: &Session, map: MapName<'_>) -> Option<MapState> {
 
 /// Takes the lock of the map's name: without waiting, or up to `chunked_map.lock_timeout`.
 pub fn lock_name(session: &Session, map: MapName<'_>) {
-    on_name(session, map, store::try_name_lock, store::name_lock_wait);
+    on_name(session, map, name_lock::lock);
 }
 
 /// Waits until no other transaction is starting or dropping a map of this name, without taking
 /// the name's lock: at once, or up to `chunked_map.lock_timeout`.
 pub fn probe_name(session: &Session, map: MapName<'_>) {
-    on_name(session, map, store::probe_name, store::probe_name_wait);
+    on_name(session, map, name_lock::probe);
 }
 
-/// `at_once` without waiting; if another transaction holds the name, 40001, or `wait` up to
-/// `chunked_map.lock_timeout`.
+/// `take` without waiting; if another transaction holds the name, 40001, or `take` again
+/// waiting up to `chunked_map.lock_timeout`.
 fn on_name(
     session: &Session,
     map: MapName<'_>,
-    at_once: fn(&Session, &str) -> bool,
-    wait: fn(&Session, &str),
+    take: fn(&Session, MapName<'_>, Wait) -> Result<bool, PgError>,
 ) {
-    if at_once(session, map.as_str()) {
+    if take(session, map, Wait::Never).or_rethrow() {
         return;
     }
     match guc::lock_timeout_ms() {
         None => locked(map, Held::StartOrDrop),
-        Some(ms) => waiting_up_to(map, ms, || wait(session, map.as_str())),
+        Some(ms) => {
+            waiting_up_to(map, ms, || take(session, map, Wait::UpToLockTimeout));
+        }
     }
 }
 
@@ -193,8 +194,8 @@ fn sleep(pause: Duration) {
 
 /// Runs `wait` with the server's `lock_timeout` set to `ms` (restored afterwards; an error
 /// restores it as part of the transaction's abort), reporting a timeout or a deadlock as the
-/// map being locked. Only for statements whose only wait is the map's lock.
-fn waiting_up_to<R>(map: MapName<'_>, ms: i32, wait: impl FnOnce() -> R) -> R {
+/// map being locked. Only for waits whose only lock is the map's (or its name's).
+fn waiting_up_to<R>(map: MapName<'_>, ms: i32, wait: impl FnOnce() -> Result<R, PgError>) -> R {
     waiting_up_to_reporting(map, ms, ms, wait)
 }
 
@@ -203,19 +204,20 @@ fn waiting_up_to_reporting<R>(
     map: MapName<'_>,
     wait_ms: i32,
     ms: i32,
-    wait: impl FnOnce() -> R,
+    wait: impl FnOnce() -> Result<R, PgError>,
 ) -> R {
-    guc::with_server_setting(c"lock_timeout", &format!("{wait_ms}ms"), || {
-        // The handlers only raise: there is no subtransaction to recover in.
-        PgTryBuilder::new(AssertUnwindSafe(wait))
-            .catch_when(
-                PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
-                |_: CaughtError| locked(map, Held::For(ms)),
-            )
-            .catch_when(
-                PgSqlErrorCode::ERRCODE_T_R_DEADLOCK_DETECTED,
-                |_: CaughtError| locked(map, Held::Deadlock),
-            )
-            .execute()
-    })
+    let outcome = guc::with_server_setting(c"lock_timeout", &format!("{wait_ms}ms"), wait);
+    match outcome {
+        Ok(value) => value,
+        // The transaction is aborting: relabel and raise, nothing else.
+        Err(error) if error.sqlstate() == PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE as i32 => {
+            error.forget();
+            locked(map, Held::For(ms))
+        }
+        Err(error) if error.sqlstate() == PgSqlErrorCode::ERRCODE_T_R_DEADLOCK_DETECTED as i32 => {
+            error.forget();
+            locked(map, Held::Deadlock)
+        }
+        Err(error) => error.rethrow(),
+    }
 }

@@ -27,8 +27,11 @@ use std::marker::PhantomData;
 use pgrx::pg_sys;
 use pgrx::{FromDatum, IntoDatum};
 
+use crate::pg::boundary::{catching, OrRethrow, PgError};
+use crate::pg::raw;
+pub use crate::pg::fmgr::CallerMemory;
+
 use crate::error::ChunkedError;
-use crate::jsonb::Jsonb;
 
 /// Which snapshot a statement reads with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,52 +89,27 @@ impl Param {
     }
 }
 
-/// The memory context that was current when the SQL function was called. A result copied there
-/// outlives SPI and is freed by the caller; `'fcx` is the call.
-#[derive(Clone, Copy)]
-pub struct CallerMemory<'fcx> {
-    context: pg_sys::MemoryContext,
-    call: PhantomData<&'fcx ()>,
-}
-
-impl<'fcx> CallerMemory<'fcx> {
-    /// The current memory context; call it on entry to the SQL function, before SPI connects.
-    pub fn current() -> CallerMemory<'fcx> {
-        CallerMemory {
-            // SAFETY: reading the global current context.
-            context: unsafe { pg_sys::CurrentMemoryContext },
-            call: PhantomData,
-        }
-    }
-
-    /// A copy of a jsonb datum (detoasted) in the caller's memory.
-    pub fn copy_jsonb(self, datum: pg_sys::Datum) -> Jsonb<'fcx> {
-        // SAFETY: `datum` is a non-NULL jsonb datum valid now; the copy is made in the caller's
-        // context, which outlives this call's SPI connection.
-        unsafe {
-            let previous = pg_sys::MemoryContextSwitchTo(self.context);
-            let copy = pg_sys::pg_detoast_datum_copy(datum.cast_mut_ptr());
-            pg_sys::MemoryContextSwitchTo(previous);
-            Jsonb::from_raw(pg_sys::Datum::from(copy))
-        }
-    }
-}
-
 /// An open SPI connection. Everything it returns is valid until the closure passed to
 /// [`connect`] returns.
 pub struct Session {
     connected: PhantomData<*mut ()>,
 }
 
-/// Runs `f` with an SPI connection, closed when `f` returns (or raises).
+/// Runs `f` with an SPI connection, closed when `f` returns. When `f` fails, the connection is
+/// left to the transaction's abort (as PostgreSQL's own C code leaves it after an error): the
+/// failure is on its way out of the extension, and nothing runs on the connection again.
 pub fn connect<R>(f: impl FnOnce(&Session) -> R) -> R {
-    pgrx::spi::Spi::connect(|_client| {
-        let session = Session {
-            connected: PhantomData,
-        };
-        check_sql_objects(&session);
-        f(&session)
-    })
+    // SAFETY: SPI_connect in a function PostgreSQL called; an error it raises goes on.
+    unsafe { catching(|| raw::SPI_connect()) }.or_rethrow();
+    let session = Session {
+        connected: PhantomData,
+    };
+    check_sql_objects(&session);
+    let result = f(&session);
+    // SAFETY: closes the connection opened above; everything `f` returned was copied out of
+    // SPI's memory (`Rows` borrow the session and cannot outlive `f`).
+    unsafe { catching(|| raw::SPI_finish()) }.or_rethrow();
+    result
 }
 
 thread_local! {
@@ -173,6 +151,12 @@ fn check_sql_objects(session: &Session) {
 impl Session {
     /// Runs `statement` with the snapshot its access asks for.
     pub fn run(&self, statement: &Statement, params: &[Param]) -> Rows<'_> {
+        self.execute(statement, params, None).or_rethrow()
+    }
+
+    /// The same, returning the error PostgreSQL raises (a lock timeout, say) for the caller to
+    /// relabel or let go on. The transaction is aborting after an error.
+    pub fn try_run(&self, statement: &Statement, params: &[Param]) -> Result<Rows<'_>, PgError> {
         self.execute(statement, params, None)
     }
 
@@ -182,6 +166,7 @@ impl Session {
         // SAFETY: a snapshot registered by SPI for the statement's duration.
         let latest = unsafe { pg_sys::GetLatestSnapshot() };
         self.execute(statement, params, Some((latest, true)))
+            .or_rethrow()
     }
 
     /// Runs a `statement` of the holder of a map's lock over that map's current chunk. Under
@@ -198,8 +183,9 @@ impl Session {
             // SAFETY: PostgreSQL's static "self" snapshot; SPI copies it for the statement.
             let own = std::ptr::addr_of_mut!(pg_sys::SnapshotSelfData);
             self.execute(statement, params, Some((own, false)))
+                .or_rethrow()
         } else {
-            self.execute(statement, params, None)
+            self.run(statement, params)
         }
     }
 
@@ -208,7 +194,7 @@ impl Session {
         statement: &Statement,
         params: &[Param],
         snapshot: Option<(pg_sys::Snapshot, bool)>,
-    ) -> Rows<'_> {
+    ) -> Result<Rows<'_>, PgError> {
         debug_assert_eq!(statement.params.len(), params.len(), "{}", statement.name);
         let plan = kept_plan(statement);
         let mut values: Vec<pg_sys::Datum> = params
@@ -220,28 +206,26 @@ impl Session {
             .map(|p| if p.0.is_some() { b' ' } else { b'n' } as c_char)
             .collect();
         let read_only = statement.access == Access::Read;
-        // SAFETY: a prepared plan with as many parameters as given; SPI is connected.
+        let (values, nulls) = (values.as_mut_ptr(), nulls.as_ptr());
+        // SAFETY: a prepared plan with as many parameters as given; SPI is connected. An error
+        // the statement raises goes on as PostgreSQL raised it.
         let status = unsafe {
             match snapshot {
-                None => pg_sys::SPI_execute_plan(
-                    plan,
-                    values.as_mut_ptr(),
-                    nulls.as_ptr(),
-                    read_only,
-                    0,
-                ),
-                Some((snapshot, read_only)) => pg_sys::SPI_execute_snapshot(
-                    plan,
-                    values.as_mut_ptr(),
-                    nulls.as_ptr(),
-                    snapshot,
-                    std::ptr::null_mut(),
-                    read_only,
-                    true,
-                    0,
-                ),
+                None => catching(|| raw::SPI_execute_plan(plan, values, nulls, read_only, 0)),
+                Some((snapshot, read_only)) => catching(|| {
+                    raw::SPI_execute_snapshot(
+                        plan,
+                        values,
+                        nulls,
+                        snapshot,
+                        std::ptr::null_mut(),
+                        read_only,
+                        true,
+                        0,
+                    )
+                }),
             }
-        };
+        }?;
         if status < 0 {
             ChunkedError::Internal {
                 context: format!(
@@ -253,11 +237,11 @@ impl Session {
         }
         // SAFETY: the globals SPI just set for this statement.
         unsafe {
-            Rows {
+            Ok(Rows {
                 table: pg_sys::SPI_tuptable,
                 count: usize::try_from(pg_sys::SPI_processed).unwrap_or(usize::MAX),
                 session: PhantomData,
-            }
+            })
         }
     }
 }
@@ -269,15 +253,17 @@ fn kept_plan(statement: &Statement) -> pg_sys::SPIPlanPtr {
     }
     let sql = CString::new(statement.sql).unwrap_or_default();
     let mut types = statement.params.to_vec();
+    let (sql, count, types) = (
+        sql.as_ptr(),
+        i32::try_from(types.len()).unwrap_or(0),
+        types.as_mut_ptr(),
+    );
     // SAFETY: SPI is connected; SPI_keepplan moves the plan out of SPI's memory so that it
-    // survives the connection.
+    // survives the connection. An error in preparing (the SQL objects changed under the plan)
+    // goes on as PostgreSQL raised it.
     let plan = unsafe {
-        let plan = pg_sys::SPI_prepare(
-            sql.as_ptr(),
-            i32::try_from(types.len()).unwrap_or(0),
-            types.as_mut_ptr(),
-        );
-        if plan.is_null() || pg_sys::SPI_keepplan(plan) != 0 {
+        let plan = catching(|| raw::SPI_prepare(sql, count, types)).or_rethrow();
+        if plan.is_null() || catching(|| raw::SPI_keepplan(plan)).or_rethrow() != 0 {
             ChunkedError::Internal {
                 context: format!("statement {} could not be prepared", statement.name),
             }
@@ -375,6 +361,19 @@ impl Row<'_> {
         // SAFETY: the statement's column is text.
         self.datum(column)
             .and_then(|d| unsafe { String::from_datum(d, false) })
+    }
+
+    /// A transaction id (`xmin`), passed by value.
+    pub fn xid(&self, column: i32) -> Option<pg_sys::TransactionId> {
+        self.datum(column)
+            .map(|d| pg_sys::TransactionId::from(d.value() as u32))
+    }
+
+    /// A `bytea` column's bytes.
+    pub fn bytea(&self, column: i32) -> Option<Vec<u8>> {
+        // SAFETY: the statement's column is bytea.
+        self.datum(column)
+            .and_then(|d| unsafe { <Vec<u8>>::from_datum(d, false) })
     }
 
     /// A row address (`ctid`).

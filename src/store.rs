@@ -22,6 +22,7 @@ use crate::spi::{
     Access, CallerMemory, Param, Row, Session, Statement, BOOL, INT4, INT8, JSONB, JSONB_ARRAY,
     TEXT, TID,
 };
+use crate::pg::boundary::PgError;
 use crate::xact;
 
 /// The state row of a map, as the holder of its lock read it.
@@ -34,17 +35,17 @@ pub struct MapState {
     pub current: CurrentChunk,
     /// Token of the newest archived chunk, `None` before the first rollover.
     pub newest_archived_token: Option<String>,
-    /// Whether committed appends are announced on channel `chunked_map`.
-    pub notify: bool,
+    /// The map's notification channel while its notifications are on.
+    pub announce_on: Option<String>,
 }
 
-/// What an append wrote: the record's sequence, the state row's new version, and whether the
-/// map announces its appends.
-#[derive(Debug, Clone, Copy)]
+/// What an append wrote: the record's sequence, the state row's new version, and the map's
+/// notification channel while its notifications are on.
+#[derive(Debug, Clone)]
 pub struct Appended {
     pub seq: i64,
     pub tid: pg_sys::ItemPointerData,
-    pub notify: bool,
+    pub announce_on: Option<String>,
 }
 
 fn tid_of(row: &Row<'_>, column: i32) -> pg_sys::ItemPointerData {
@@ -69,65 +70,6 @@ pub fn start(session: &Session, map: &str, chunk_size: i32) -> bool {
     !session
         .run(&START, &[Param::of(map), Param::of(chunk_size)])
         .is_empty()
-}
-
-/// Advisory lock on a map's name, for what cannot lock a state row: starting a map that has
-/// none yet, and dropping one (so that a start never waits behind an uncommitted drop). The
-/// two-key form with a key of our own keeps clear of applications' single-key locks.
-const TRY_NAME_LOCK: Statement = Statement {
-    name: "try_name_lock",
-    sql: "SELECT pg_try_advisory_xact_lock(1667787105, hashtext($1))",
-    params: &[TEXT],
-    access: Access::Write,
-};
-
-const NAME_LOCK_WAIT: Statement = Statement {
-    name: "name_lock_wait",
-    sql: "SELECT pg_advisory_xact_lock(1667787105, hashtext($1))",
-    params: &[TEXT],
-    access: Access::Write,
-};
-
-/// Whether no other transaction is starting or dropping a map of this name: takes the name's
-/// lock shared, at once, and gives it back (so that starts of an existing map never conflict
-/// with each other).
-const PROBE_NAME: Statement = Statement {
-    name: "probe_name",
-    sql: "SELECT CASE WHEN pg_try_advisory_lock_shared(1667787105, hashtext($1))
-                      THEN pg_advisory_unlock_shared(1667787105, hashtext($1))
-                      ELSE false END",
-    params: &[TEXT],
-    access: Access::Write,
-};
-
-/// The same, waiting up to the statement's `lock_timeout`.
-const PROBE_NAME_WAIT: Statement = Statement {
-    name: "probe_name_wait",
-    // CASE evaluates its condition before its result: the wait, then always the release
-    sql: "SELECT CASE WHEN pg_advisory_lock_shared(1667787105, hashtext($1)) IS NULL THEN false
-                      ELSE pg_advisory_unlock_shared(1667787105, hashtext($1)) END",
-    params: &[TEXT],
-    access: Access::Write,
-};
-
-pub fn probe_name(session: &Session, map: &str) -> bool {
-    let rows = session.run(&PROBE_NAME, &[Param::of(map)]);
-    rows.first().and_then(|row| row.bool(1)).unwrap_or(false)
-}
-
-pub fn probe_name_wait(session: &Session, map: &str) {
-    session.run(&PROBE_NAME_WAIT, &[Param::of(map)]);
-}
-
-/// Takes the map name's lock without waiting; `false` when another transaction holds it.
-pub fn try_name_lock(session: &Session, map: &str) -> bool {
-    let rows = session.run(&TRY_NAME_LOCK, &[Param::of(map)]);
-    rows.first().and_then(|row| row.bool(1)).unwrap_or(false)
-}
-
-/// Takes the map name's lock, waiting up to the statement's `lock_timeout`.
-pub fn name_lock_wait(session: &Session, map: &str) {
-    session.run(&NAME_LOCK_WAIT, &[Param::of(map)]);
 }
 
 /// The one-statement append: takes the map's lock without waiting (`SKIP LOCKED`: a row another
@@ -173,12 +115,13 @@ const APPEND_AT: Statement = Statement {
               WHERE s.ctid = $5 AND s.map = $1
                 AND s.next_seq < s.current_first_seq + s.current_chunk_size
                 AND (s.current_bytes + $3 <= $4 OR s.next_seq = s.current_first_seq)
-              RETURNING s.next_seq - 1 AS seq, s.ctid, s.notify
+              RETURNING s.next_seq - 1 AS seq, s.ctid,
+                        CASE WHEN s.notify THEN s.notify_channel END AS notify_channel
           ), appended AS (
               INSERT INTO chunked_map.current_record (map, seq, payload)
               SELECT $1, a.seq, $2 FROM advanced AS a
           )
-          SELECT a.seq, a.ctid, a.notify FROM advanced AS a",
+          SELECT a.seq, a.ctid, a.notify_channel FROM advanced AS a",
     params: &[TEXT, JSONB, INT8, INT8, TID],
     access: Access::Write,
 };
@@ -194,7 +137,7 @@ const ADVANCE_AT: Statement = Statement {
           WHERE s.ctid = $4 AND s.map = $1
             AND s.next_seq < s.current_first_seq + s.current_chunk_size
             AND (s.current_bytes + $2 <= $3 OR s.next_seq = s.current_first_seq)
-          RETURNING s.next_seq - 1 AS seq, s.ctid, s.notify",
+          RETURNING s.next_seq - 1 AS seq, s.ctid, CASE WHEN s.notify THEN s.notify_channel END",
     params: &[TEXT, INT8, INT8, TID],
     access: Access::Write,
 };
@@ -233,7 +176,7 @@ fn appended(session: &Session, statement: &Statement, params: &[Param]) -> Optio
     rows.first().map(|row| Appended {
         seq: row.i64(1).unwrap_or_default(),
         tid: tid_of(&row, 2),
-        notify: row.bool(3).unwrap_or(false),
+        announce_on: row.text(3),
     })
 }
 
@@ -286,7 +229,8 @@ pub fn append_at(
 const LOCK_STATE: Statement = Statement {
     name: "lock_state",
     sql: "SELECT s.ctid, s.chunk_size, s.current_first_seq, s.next_seq, s.current_chunk_size,
-                 s.current_bytes, s.newest_archived_token, s.notify
+                 s.current_bytes, s.newest_archived_token,
+                 CASE WHEN s.notify THEN s.notify_channel END
           FROM chunked_map.map_state AS s
           WHERE s.map = $1
           FOR UPDATE SKIP LOCKED",
@@ -300,7 +244,8 @@ const LOCK_STATE: Statement = Statement {
 const LOCK_STATE_WAIT: Statement = Statement {
     name: "lock_state_wait",
     sql: "SELECT s.ctid, s.chunk_size, s.current_first_seq, s.next_seq, s.current_chunk_size,
-                 s.current_bytes, s.newest_archived_token, s.notify
+                 s.current_bytes, s.newest_archived_token,
+                 CASE WHEN s.notify THEN s.notify_channel END
           FROM chunked_map.map_state AS s
           WHERE s.map = $1
           FOR UPDATE",
@@ -319,7 +264,7 @@ fn map_state(row: &Row<'_>) -> MapState {
             bytes: row.i64(6).unwrap_or(0),
         },
         newest_archived_token: row.text(7),
-        notify: row.bool(8).unwrap_or(false),
+        announce_on: row.text(8),
     }
 }
 
@@ -329,10 +274,11 @@ pub fn lock_state(session: &Session, map: &str) -> Option<MapState> {
     rows.first().map(|row| map_state(&row))
 }
 
-/// [`LOCK_STATE_WAIT`]: `None` when the row went away while waiting (dropped).
-pub fn lock_state_wait(session: &Session, map: &str) -> Option<MapState> {
-    let rows = session.run(&LOCK_STATE_WAIT, &[Param::of(map)]);
-    rows.first().map(|row| map_state(&row))
+/// [`LOCK_STATE_WAIT`]: `None` when the row went away while waiting (dropped). A timeout, a
+/// deadlock or a cancel while waiting is returned, for the caller to relabel or let go on.
+pub fn lock_state_wait(session: &Session, map: &str) -> Result<Option<MapState>, PgError> {
+    let rows = session.try_run(&LOCK_STATE_WAIT, &[Param::of(map)])?;
+    Ok(rows.first().map(|row| map_state(&row)))
 }
 
 /// Whether the map has a state row, as a writer sees it (see [`Access::Write`]).
@@ -449,7 +395,8 @@ const CLOSE_CURRENT: Statement = Statement {
               archived_chunks = s.archived_chunks + $5
           WHERE s.ctid = $6 AND s.map = $1
           RETURNING s.ctid, s.chunk_size, s.current_first_seq, s.next_seq, s.current_chunk_size,
-                    s.current_bytes, s.newest_archived_token, s.notify",
+                    s.current_bytes, s.newest_archived_token,
+                    CASE WHEN s.notify THEN s.notify_channel END",
     params: &[TEXT, INT8, INT8, TEXT, INT8, TID],
     access: Access::Write,
 };
@@ -604,28 +551,66 @@ pub fn set_chunk_size(
     rewritten_at(&rows, map)
 }
 
-/// Turns the announcement of committed appends on or off.
+/// Turns the announcement of committed appends on or off. The map gets its channel the first
+/// time they are turned on, and keeps it: `chunked_map_` and 32 random hexadecimal digits, a
+/// name no role can guess from the map's.
 const SET_NOTIFY: Statement = Statement {
     name: "set_notify",
     sql: "UPDATE chunked_map.map_state AS s
-          SET notify = $3
+          SET notify = $3,
+              notify_channel = CASE WHEN $3 AND s.notify_channel IS NULL
+                                    THEN 'chunked_map_' || replace(gen_random_uuid()::text, '-', '')
+                                    ELSE s.notify_channel END
           WHERE s.ctid = $2 AND s.map = $1
-          RETURNING s.ctid",
+          RETURNING s.ctid, s.notify_channel",
     params: &[TEXT, TID, BOOL],
     access: Access::Write,
 };
 
+/// [`SET_NOTIFY`]: the state row's new address, and the map's channel.
 pub fn set_notify(
     session: &Session,
     map: &str,
     state: &MapState,
     enabled: bool,
-) -> pg_sys::ItemPointerData {
+) -> (pg_sys::ItemPointerData, Option<String>) {
     let rows = session.run(
         &SET_NOTIFY,
         &[Param::of(map), Param::tid(state.tid), Param::of(enabled)],
     );
-    rewritten_at(&rows, map)
+    let channel = rows.first().and_then(|row| row.text(2));
+    (rewritten_at(&rows, map), channel)
+}
+
+/// Who inserted the record `$2` of the current chunk (its `xmin`).
+const RECORD_INSERTED_BY: Statement = Statement {
+    name: "record_inserted_by",
+    sql: "SELECT c.xmin FROM chunked_map.current_record AS c WHERE c.map = $1 AND c.seq = $2",
+    params: &[TEXT, INT8],
+    access: Access::Write,
+};
+
+/// Whether this transaction (or one of its subtransactions that did not roll back) inserted
+/// the record `seq` of the map's current chunk.
+pub fn inserted_by_this_transaction(session: &Session, map: &str, seq: i64) -> bool {
+    let rows = session.run(&RECORD_INSERTED_BY, &[Param::of(map), Param::of(seq)]);
+    rows.first()
+        .and_then(|row| row.xid(1))
+        // SAFETY: looks the id up among this transaction's own.
+        .is_some_and(|xid| unsafe { pg_sys::TransactionIdIsCurrentTransactionId(xid) })
+}
+
+/// The installation's random key (see `name_lock`).
+const INSTALLATION_SECRET: Statement = Statement {
+    name: "installation_secret",
+    sql: "SELECT i.secret FROM chunked_map.installation AS i",
+    params: &[],
+    access: Access::Read,
+};
+
+pub fn installation_secret(session: &Session) -> Vec<u8> {
+    let rows = session.run(&INSTALLATION_SECRET, &[]);
+    rows.first().and_then(|row| row.bytea(1)).unwrap_or_default()
 }
 
 /// Removes every row of one map; the caller holds its lock. Runs as the tables' owner (the
@@ -670,7 +655,8 @@ fn first_jsonb<'fcx>(
     rows: crate::spi::Rows<'_>,
 ) -> Option<Option<Jsonb<'fcx>>> {
     rows.first()
-        .map(|row| row.datum(1).map(|datum| caller.copy_jsonb(datum)))
+        // SAFETY: the statement's one column is jsonb, and the row is valid now.
+        .map(|row| row.datum(1).map(|datum| unsafe { caller.copy_jsonb(datum) }))
 }
 
 /// The current page, `None` when the map was never started.
@@ -743,7 +729,8 @@ fn records<'fcx>(caller: CallerMemory<'fcx>, rows: crate::spi::Rows<'_>) -> Reco
         .filter_map(|row| {
             let seq = row.i64(1)?;
             let payload = row.datum(2)?;
-            Some((seq, caller.copy_jsonb(payload)))
+            // SAFETY: the statement's second column is a non-NULL jsonb, valid with the row.
+            Some((seq, unsafe { caller.copy_jsonb(payload) }))
         })
         .collect()
 }
@@ -870,7 +857,8 @@ const INFO: Statement = Statement {
                  'archived_chunks', s.archived_chunks,
                  'newest_archived_token', s.newest_archived_token,
                  'total_records', s.next_seq - 1,
-                 'notify', s.notify)
+                 'notify', s.notify,
+                 'notify_channel', CASE WHEN s.notify THEN s.notify_channel END)
           FROM chunked_map.map_state AS s
           WHERE s.map = $1",
     params: &[TEXT],
@@ -1099,14 +1087,12 @@ pub fn nodes_without_guard(session: &Session, hooked: bool) -> Vec<String> {
 /// transaction.
 pub fn tables_are_distributed(session: &Session) -> bool {
     xact::distributed_tables(|| {
-        // Citus only runs preloaded: where its library is not in this process (none of its
-        // settings is defined), nothing is distributed, and no catalog is read.
-        // SAFETY: a lookup in the table of defined settings, and one in the catalog.
-        unsafe {
-            !pg_sys::GetConfigOption(c"citus.node_conninfo".as_ptr(), true, false).is_null()
-                && pg_sys::get_extension_oid(c"citus".as_ptr(), true) != pg_sys::InvalidOid
-                && is_distributed_table(session, TABLES_ANCHOR)
-        }
+        // Where Citus's library is not in this process, nothing is distributed, and no catalog
+        // is read.
+        crate::citus::is_loaded()
+            // SAFETY: a catalog lookup by name, which raises nothing when missing.
+            && unsafe { pg_sys::get_extension_oid(c"citus".as_ptr(), true) } != pg_sys::InvalidOid
+            && is_distributed_table(session, TABLES_ANCHOR)
     })
 }
 
@@ -1191,10 +1177,6 @@ pub fn distribute_function(session: &Session, function: &str, colocate_with: &st
 #[cfg(test)]
 pub const ALL: &[&Statement] = &[
     &START,
-    &TRY_NAME_LOCK,
-    &NAME_LOCK_WAIT,
-    &PROBE_NAME,
-    &PROBE_NAME_WAIT,
     &APPEND,
     &APPEND_AT,
     &ADVANCE_AT,
@@ -1211,6 +1193,8 @@ pub const ALL: &[&Statement] = &[
     &ADVANCE_STATE,
     &SET_CHUNK_SIZE,
     &SET_NOTIFY,
+    &RECORD_INSERTED_BY,
+    &INSTALLATION_SECRET,
     &DROP_MAP,
     &CURRENT_PAGE,
     &ARCHIVED_PAGE,
@@ -1255,6 +1239,7 @@ mod tests {
             ("map_state", "chunked_map."),
             ("current_record", "chunked_map."),
             ("archived_chunk", "chunked_map."),
+            ("installation", "chunked_map."),
         ];
         for statement in ALL {
             for (table, schema) in tables {

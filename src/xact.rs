@@ -14,10 +14,15 @@
 //!   transaction's most recently written maps only.
 //! - **Whether the storage tables are distributed** (Citus), looked up once; forgotten when a
 //!   subtransaction rolls back (it may have distributed them).
-//! - **Which maps to announce, and up to which sequence.** A committing transaction that appended
-//!   to a map whose notifications are on sends one `NOTIFY chunked_map` for it with the newest
-//!   sequence it appended and kept. Decided here, from what the appends reported: nothing is
-//!   read at commit, where the caller's role and `search_path` would apply.
+//! - **Which maps to announce, on which channel, and up to which sequence.** A committing
+//!   transaction that appended to a map whose notifications are on *at its commit* sends one
+//!   notification on the map's channel with the newest sequence it appended and kept. The
+//!   decision is the commit's: the transaction holds the lock of every map it appended to, so
+//!   only it can change their notification setting until then, and it records here what it
+//!   appended (from what the appends reported) and every change of the setting it makes (from
+//!   `chunked_set_notify`, which also finds out whether the transaction appended to the map
+//!   before turning notifications on). Nothing is read at commit, where the caller's role and
+//!   `search_path` would apply.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -28,15 +33,14 @@ use lru::LruCache;
 use pgrx::pg_sys;
 
 use crate::error::ChunkedError;
+use crate::pg::boundary::{catching, enter, OrRethrow};
+use crate::pg::raw;
 
 /// Maps whose state row addresses one transaction keeps.
 const WRITTEN_KEPT: NonZeroUsize = match NonZeroUsize::new(256) {
     Some(n) => n,
     None => unreachable!(),
 };
-
-/// The channel committed appends are announced on.
-pub const CHANNEL: &str = "chunked_map";
 
 /// What this transaction knows of a map's state row it wrote.
 #[derive(Debug, Clone, Copy)]
@@ -47,8 +51,15 @@ pub enum Written {
     Somewhere,
 }
 
+/// What a commit sends for one map: its newest sequence, on the map's channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Announcement {
+    pub channel: String,
+    pub last_seq: i64,
+}
+
 /// A remembered thing and the subtransaction that made it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Made<T> {
     what: T,
     by: pg_sys::SubTransactionId,
@@ -59,9 +70,10 @@ thread_local! {
         RefCell::new(LruCache::new(WRITTEN_KEPT));
     /// Whether the storage tables are distributed (Citus), as this transaction found.
     static DISTRIBUTED: Cell<Option<bool>> = const { Cell::new(None) };
-    /// Per announced map, the newest sequence appended (`None` once the map was dropped), by
-    /// subtransaction (innermost last).
-    static TO_ANNOUNCE: RefCell<BTreeMap<String, Vec<Made<Option<i64>>>>> =
+    /// Per map this transaction may announce: what its commit would send (`None`: nothing, the
+    /// map's notifications were turned off or it was dropped), by subtransaction (innermost
+    /// last).
+    static TO_ANNOUNCE: RefCell<BTreeMap<String, Vec<Made<Option<Announcement>>>>> =
         const { RefCell::new(BTreeMap::new()) };
 }
 
@@ -100,20 +112,26 @@ fn remember(map: &str, what: Written) {
     });
 }
 
-/// Announce `map` up to `last_seq` when this transaction commits (unless the subtransaction
-/// that appended it rolls back).
-pub fn announce_at_commit(map: &str, last_seq: i64) {
-    push_announcement(map, Some(last_seq), true);
+/// Announce `map` when this transaction commits (unless the subtransaction that asked rolls
+/// back, or the transaction turns the map's notifications off before then).
+pub fn announce_at_commit(map: &str, announcement: Announcement) {
+    push_announcement(map, Some(announcement), true);
+}
+
+/// The map's notifications were turned off: its commit announces nothing of it, unless the
+/// subtransaction that turned them off rolls back.
+pub fn announce_nothing(map: &str) {
+    push_announcement(map, None, false);
 }
 
 /// The map was dropped: nothing to announce of it, unless the subtransaction that dropped it
 /// rolls back. Its state row's address is forgotten too.
 pub fn forget_dropped(map: &str) {
     WRITTEN.with(|written| written.borrow_mut().pop(map));
-    push_announcement(map, None, false);
+    announce_nothing(map);
 }
 
-fn push_announcement(map: &str, last_seq: Option<i64>, create: bool) {
+fn push_announcement(map: &str, announcement: Option<Announcement>, create: bool) {
     let by = current_subtransaction();
     TO_ANNOUNCE.with(|maps| {
         let mut maps = maps.borrow_mut();
@@ -123,18 +141,21 @@ fn push_announcement(map: &str, last_seq: Option<i64>, create: bool) {
             None => return,
         };
         match stack.last_mut() {
-            Some(top) if top.by == by => top.what = last_seq,
-            _ => stack.push(Made { what: last_seq, by }),
+            Some(top) if top.by == by => top.what = announcement,
+            _ => stack.push(Made {
+                what: announcement,
+                by,
+            }),
         }
     });
 }
 
-/// The maps to announce at commit, with their newest sequence.
-fn announcements() -> Vec<(String, i64)> {
+/// What this transaction's commit sends now, by map.
+fn announcements() -> Vec<(String, Announcement)> {
     TO_ANNOUNCE.with(|maps| {
         maps.borrow()
             .iter()
-            .filter_map(|(map, stack)| Some((map.clone(), stack.last()?.what?)))
+            .filter_map(|(map, stack)| Some((map.clone(), stack.last()?.what.clone()?)))
             .collect()
     })
 }
@@ -202,7 +223,7 @@ fn subtransaction_committed(
                 .iter()
                 .rev()
                 .find(|made| made.by >= subtransaction)
-                .copied();
+                .cloned();
             stack.retain(|made| made.by < subtransaction);
             if let Some(newest) = newest {
                 match stack.last_mut() {
@@ -226,65 +247,63 @@ pub fn register() {
     }
 }
 
-#[pgrx::pg_guard]
 unsafe extern "C-unwind" fn on_transaction_event(
     event: pg_sys::XactEvent::Type,
     _arg: *mut std::ffi::c_void,
 ) {
-    match event {
-        // Still inside the transaction: an error here makes the commit an abort.
-        pg_sys::XactEvent::XACT_EVENT_PRE_COMMIT => announce(),
-        pg_sys::XactEvent::XACT_EVENT_PRE_PREPARE if !announcements().is_empty() => {
-            ChunkedError::NotifyInPreparedTransaction.raise()
-        }
-        pg_sys::XactEvent::XACT_EVENT_COMMIT
-        | pg_sys::XactEvent::XACT_EVENT_ABORT
-        | pg_sys::XactEvent::XACT_EVENT_PREPARE
-        | pg_sys::XactEvent::XACT_EVENT_PARALLEL_COMMIT
-        | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT => forget_everything(),
-        _ => {}
+    // SAFETY: called by PostgreSQL with nothing of ours on the stack above; an error is raised
+    // from here (pre-commit and pre-prepare only, where it turns the commit into an abort).
+    unsafe {
+        enter(|| match event {
+            pg_sys::XactEvent::XACT_EVENT_PRE_COMMIT => announce(),
+            pg_sys::XactEvent::XACT_EVENT_PRE_PREPARE if !announcements().is_empty() => {
+                ChunkedError::NotifyInPreparedTransaction.raise()
+            }
+            pg_sys::XactEvent::XACT_EVENT_COMMIT
+            | pg_sys::XactEvent::XACT_EVENT_ABORT
+            | pg_sys::XactEvent::XACT_EVENT_PREPARE
+            | pg_sys::XactEvent::XACT_EVENT_PARALLEL_COMMIT
+            | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT => forget_everything(),
+            _ => {}
+        })
     }
 }
 
-#[pgrx::pg_guard]
 unsafe extern "C-unwind" fn on_subtransaction_event(
     event: pg_sys::SubXactEvent::Type,
     subtransaction: pg_sys::SubTransactionId,
     parent: pg_sys::SubTransactionId,
     _arg: *mut std::ffi::c_void,
 ) {
-    match event {
-        pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB => subtransaction_aborted(subtransaction),
-        pg_sys::SubXactEvent::SUBXACT_EVENT_COMMIT_SUB => {
-            subtransaction_committed(subtransaction, parent)
-        }
-        _ => {}
+    // SAFETY: as above; nothing here raises.
+    unsafe {
+        enter(|| match event {
+            pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB => {
+                subtransaction_aborted(subtransaction)
+            }
+            pg_sys::SubXactEvent::SUBXACT_EVENT_COMMIT_SUB => {
+                subtransaction_committed(subtransaction, parent)
+            }
+            _ => {}
+        })
     }
 }
 
-// PostgreSQL's NOTIFY (commands/async.h), which pgrx's bindings leave out.
-unsafe extern "C-unwind" {
-    fn Async_Notify(channel: *const std::ffi::c_void, payload: *const std::ffi::c_void);
-}
-
-/// Sends one notification per announced map this transaction still has appends of, unless the
-/// transaction dropped the extension (and with it every map).
+/// Sends one notification per map this transaction announces, unless the transaction dropped
+/// the extension (and with it every map).
 fn announce() {
-    let maps = announcements();
-    if maps.is_empty() || !extension_exists() {
+    let announcements = announcements();
+    if announcements.is_empty() || !extension_exists() {
         return;
     }
-    let channel = CString::new(CHANNEL).unwrap_or_default();
-    for (map, last_seq) in maps {
+    for (map, Announcement { channel, last_seq }) in announcements {
         let payload = serde_json::json!({"map": map, "last_seq": last_seq}).to_string();
+        let channel = CString::new(channel).unwrap_or_default();
         let payload = CString::new(payload).unwrap_or_default();
-        // SAFETY: NUL-terminated strings, which PostgreSQL copies; an error it raises is turned
-        // into a Rust panic at the boundary.
-        unsafe {
-            pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| {
-                Async_Notify(channel.as_ptr().cast(), payload.as_ptr().cast())
-            })
-        };
+        let (channel_ptr, payload_ptr) = (channel.as_ptr(), payload.as_ptr());
+        // SAFETY: NUL-terminated strings that outlive the call, which copies them; an error it
+        // raises (a full notification queue) goes on as PostgreSQL raised it.
+        unsafe { catching(|| raw::Async_Notify(channel_ptr, payload_ptr)) }.or_rethrow();
     }
 }
 

@@ -1,0 +1,93 @@
+-- The SQL functions (their C side is src/api.rs). Every one is SECURITY DEFINER with a pinned
+-- search_path and none is STRICT (a NULL argument raises 22004); reads are STABLE PARALLEL SAFE,
+-- writes VOLATILE PARALLEL UNSAFE. Nobody but the owner may call them until granted
+-- (sql/finalize.sql revokes EXECUTE from PUBLIC; sql/grants/ has the recipes).
+
+CREATE FUNCTION chunked_map.chunked_start(map text, chunk_size integer DEFAULT 100)
+RETURNS boolean
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_start_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_register(map text, payload jsonb)
+RETURNS bigint
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_register_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_register(map text, payload jsonb, expected_last_seq bigint)
+RETURNS bigint
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_register_if_last_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_register_many(map text, payloads jsonb[])
+RETURNS SETOF bigint
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_register_many_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_page(map text, page_token text DEFAULT 'current')
+RETURNS jsonb
+STABLE SECURITY DEFINER PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_page_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_records(map text, page_token text DEFAULT 'current')
+RETURNS TABLE (seq bigint, payload jsonb)
+STABLE SECURITY DEFINER PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_records_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_read(map text, after_seq bigint DEFAULT 0, max_records integer DEFAULT 100)
+RETURNS TABLE (seq bigint, payload jsonb)
+STABLE SECURITY DEFINER PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_read_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_get(map text, seq bigint)
+RETURNS jsonb
+STABLE SECURITY DEFINER PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_get_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_info(map text)
+RETURNS jsonb
+STABLE SECURITY DEFINER PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_info_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_set_chunk_size(map text, chunk_size integer)
+RETURNS void
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_set_chunk_size_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_set_notify(map text, enabled boolean)
+RETURNS void
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_set_notify_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_verify(map text)
+RETURNS jsonb
+STABLE SECURITY DEFINER PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_verify_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_drop(map text)
+RETURNS boolean
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_drop_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_distribute()
+RETURNS void
+STRICT VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_distribute_wrapper';
+
+-- The history trigger's function (src/immutability.rs; the triggers are in sql/protect.sql).
+CREATE FUNCTION chunked_map.chunked_forbid_rewrite()
+RETURNS trigger
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_forbid_rewrite_wrapper';
