@@ -3,8 +3,11 @@
 PG_MAJOR=15
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/$PG_MAJOR/bin/pg_config}
 PGBIN=${PGBIN:-/usr/lib/postgresql/$PG_MAJOR/bin}
+PGXS_DIR=${PGXS_DIR:-/usr/lib/postgresql/$PG_MAJOR/lib/pgxs}
 PGRX_VERSION=0.18.1
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# What the scripts fetch (source packages, chroots' downloads) is cached here, outside the clone.
+CACHE_DIR=${CHUNKED_MAP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/chunked_map}
 
 is_root() { [ "$(id -u)" = 0 ]; }
 

@@ -5,7 +5,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-packages=(build-essential pkg-config clang libclang-dev sudo
+packages=(build-essential pkg-config clang libclang-dev sudo bzip2 xz-utils
           postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR postgresql-client-$PG_MAJOR)
 missing=()
 for package in "${packages[@]}"; do

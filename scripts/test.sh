@@ -30,6 +30,9 @@ scripts/install-extension.sh
 log "cluster tests (pg_regress, concurrency, data safety, upgrades, client examples)"
 cargo test -p chunked_map_cluster_tests -- "$@"
 
+log "PostgreSQL's own regression suite, with and without chunked_map"
+scripts/postgres-suite.sh
+
 log "HTTP service, benchmark driver, Diesel example"
 cargo test -p subscribers-http -p chunked_map_bench -p chunked_map_diesel_example -- "$@"
 

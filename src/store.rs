@@ -857,8 +857,9 @@ const INFO: Statement = Statement {
                  'archived_chunks', s.archived_chunks,
                  'newest_archived_token', s.newest_archived_token,
                  'total_records', s.next_seq - 1,
-                 'notify', s.notify,
-                 'notify_channel', CASE WHEN s.notify THEN s.notify_channel END)
+                 'notify', s.notify)
+             || CASE WHEN s.notify THEN jsonb_build_object('notify_channel', s.notify_channel)
+                     ELSE '{}'::jsonb END
           FROM chunked_map.map_state AS s
           WHERE s.map = $1",
     params: &[TEXT],

@@ -17,7 +17,8 @@
 //! error PostgreSQL or another hook raises passes through as it was raised.
 //!
 //! Where Citus is not loaded, the guard is not installed: preloading chunked_map on a plain
-//! PostgreSQL changes nothing in planning. Each node that has the guard defines the setting
+//! PostgreSQL changes nothing in planning (`chunked_map.null_map_guard_everywhere = on`
+//! installs it there too, to test it without Citus). Each node that has the guard defines the setting
 //! `chunked_map.null_map_guard` (on), which `chunked_distribute` checks on every node.
 
 use std::sync::OnceLock;
@@ -31,14 +32,27 @@ use crate::pg::boundary::enter;
 /// The hook that was installed before ours (another extension's), called after ours.
 static PREVIOUS: OnceLock<pg_sys::create_upper_paths_hook_type> = OnceLock::new();
 
-/// Installs the guard when the library is being preloaded after Citus; called from `_PG_init`.
+/// Installs the guard when the library is being preloaded after Citus (or everywhere, when
+/// `chunked_map.null_map_guard_everywhere` says so); called from `_PG_init`.
 pub fn install() {
+    // SAFETY: reading PostgreSQL's flag for "shared_preload_libraries is being loaded".
+    if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        return;
+    }
+    GucRegistry::define_bool_guc(
+        c"chunked_map.null_map_guard_everywhere",
+        c"Installs chunked_map's NULL-map guard even where Citus is not loaded.",
+        c"For testing the guard on a plain PostgreSQL; it only matters with Citus. Takes effect at server start.",
+        &EVERYWHERE,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    if !super::is_loaded() && !EVERYWHERE.get() {
+        return;
+    }
     // SAFETY: _PG_init runs once per process, before any query is planned; the hook pointer is
     // PostgreSQL's global, chained as every extension chains it.
     unsafe {
-        if !pg_sys::process_shared_preload_libraries_in_progress || !super::is_loaded() {
-            return;
-        }
         if PREVIOUS.set(pg_sys::create_upper_paths_hook).is_err() {
             return;
         }
@@ -56,6 +70,7 @@ pub fn install() {
 }
 
 static GUARD_SETTING: GucSetting<bool> = GucSetting::<bool>::new(true);
+static EVERYWHERE: GucSetting<bool> = GucSetting::<bool>::new(false);
 
 /// Whether this process plans through the guard.
 pub fn installed() -> bool {

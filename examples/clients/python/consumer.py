@@ -8,10 +8,12 @@ the maps live.
   (here: inserting them into `processed`). A crash at any point rolls both back together, so on
   restart it resumes exactly after the last record whose work committed: every record is
   processed once.
-- It LISTENs on channel `chunked_map` first, then catches up from its position with
-  `chunked_read` (oldest first), then reads forward again whenever a notification names one of
-  its maps (`chunked_set_notify(map, true)` must be on). A notification that arrives while it is
-  reading only makes it read again; nothing committed after its LISTEN can be missed.
+- It LISTENs first, on each map's own channel (`chunked_info(map) ->> 'notify_channel'`, there
+  while `chunked_set_notify(map, true)` is on: a name no role can guess from the map's), then
+  catches up from its position with `chunked_read` (oldest first), then reads forward again
+  whenever a notification arrives on one of its channels. A notification is only a wake-up: it
+  makes the consumer read from its own position, so one that arrives while it is reading, or a
+  forged one, only makes it read again; nothing committed after its LISTEN can be missed.
 
 Runs until killed.
 """
@@ -21,6 +23,7 @@ import os
 import sys
 
 import psycopg
+import psycopg.sql
 
 BATCH = 100
 
@@ -77,13 +80,21 @@ def main():
     url = os.environ["DATABASE_URL"]
     with psycopg.connect(url, autocommit=True) as listener, psycopg.connect(url, autocommit=True) as conn:
         setup(conn)
-        listener.execute("LISTEN chunked_map")
+        by_channel = {}
+        for map_name in maps:
+            channel = conn.execute(
+                "SELECT chunked_map.chunked_info(%s) ->> 'notify_channel'", (map_name,)
+            ).fetchone()[0]
+            if channel is None:
+                raise SystemExit(f"map {map_name!r}: notifications are off (chunked_set_notify)")
+            listener.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel)))
+            by_channel[channel] = map_name
         for map_name in maps:
             drain(conn, consumer, map_name)
         print(json.dumps({"consumer": consumer, "caught_up": True}), flush=True)
         for notification in listener.notifies():
-            map_name = json.loads(notification.payload)["map"]
-            if map_name in maps:
+            map_name = by_channel.get(notification.channel)
+            if map_name is not None:
                 drain(conn, consumer, map_name)
 
 

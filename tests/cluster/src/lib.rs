@@ -23,6 +23,18 @@ pub fn repo_root() -> PathBuf {
         .expect("repository root")
 }
 
+/// The extension's version, as its Cargo.toml gives it (what `CREATE EXTENSION` installs).
+pub fn extension_version() -> String {
+    let manifest =
+        std::fs::read_to_string(repo_root().join("Cargo.toml")).expect("the extension's Cargo.toml");
+    manifest
+        .lines()
+        .find_map(|line| line.strip_prefix("version = \""))
+        .and_then(|rest| rest.strip_suffix('"'))
+        .expect("a version in Cargo.toml")
+        .to_owned()
+}
+
 pub fn pg_bin(program: &str) -> PathBuf {
     Path::new("/usr/lib/postgresql/15/bin").join(program)
 }
@@ -40,6 +52,12 @@ impl Cluster {
 
     /// A new cluster with extra `name=value` settings.
     pub fn start_with(settings: &[&str]) -> Cluster {
+        Cluster::start_with_environment(settings, &[])
+    }
+
+    /// A new cluster with extra settings, its server started with extra environment variables
+    /// (`RUST_BACKTRACE=1`, say).
+    pub fn start_with_environment(settings: &[&str], environment: &[(&str, &str)]) -> Cluster {
         static STARTED: AtomicUsize = AtomicUsize::new(0);
         let n = STARTED.fetch_add(1, Ordering::SeqCst);
         let dir = PathBuf::from(format!("/tmp/chunked_map-test-{}-{n}", std::process::id()));
@@ -55,7 +73,7 @@ impl Cluster {
             args.push((*setting).into());
         }
         let cluster = Cluster { dir, port };
-        cluster.script(&args);
+        cluster.script_with(&args, environment);
         cluster
     }
 
@@ -73,14 +91,21 @@ impl Cluster {
     }
 
     pub fn connect_as(&self, database: &str, user: &str) -> Client {
-        postgres::Config::new()
+        self.config(database, user)
+            .connect(NoTls)
+            .unwrap_or_else(|e| panic!("connect to {database} as {user}: {e}"))
+    }
+
+    /// How to connect to `database` as `user` (to add a notice callback, say).
+    pub fn config(&self, database: &str, user: &str) -> postgres::Config {
+        let mut config = postgres::Config::new();
+        config
             .host_path(&self.dir)
             .port(self.port)
             .user(user)
             .dbname(database)
-            .connect_timeout(Duration::from_secs(30))
-            .connect(NoTls)
-            .unwrap_or_else(|e| panic!("connect to {database} as {user}: {e}"))
+            .connect_timeout(Duration::from_secs(30));
+        config
     }
 
     /// A libpq URL over TCP, for programs in other languages.
@@ -137,9 +162,16 @@ impl Cluster {
     }
 
     fn script(&self, args: &[String]) {
+        self.script_with(args, &[]);
+    }
+
+    fn script_with(&self, args: &[String], environment: &[(&str, &str)]) {
         let script = repo_root().join("scripts/pgcluster.sh");
         let output = Command::new(&script)
             .args(args)
+            .env_remove("RUST_BACKTRACE")
+            .env_remove("RUST_LIB_BACKTRACE")
+            .envs(environment.iter().copied())
             .output()
             .expect("run pgcluster.sh");
         if !output.status.success() {
@@ -251,7 +283,26 @@ pub fn query_json(
     serde_json::from_str(&text).expect("valid JSON")
 }
 
-/// Every notification `listener` received within `wait`, as (channel, payload parsed as JSON).
+/// Every notification `listener` has been sent by now: one round trip to its server, which
+/// delivers every notification committed before the round trip started ahead of the round
+/// trip's answer (PostgreSQL sends pending notifications before ReadyForQuery), then what was
+/// delivered, as (channel, payload parsed as JSON). No timer: what a commit that returned
+/// before this call sent is always there.
+pub fn notifications_delivered(listener: &mut Client) -> Vec<(String, Value)> {
+    use postgres::fallible_iterator::FallibleIterator;
+    listener.batch_execute("SELECT 1").expect("round trip");
+    let mut notifications = listener.notifications();
+    let mut out = Vec::new();
+    let mut iter = notifications.iter();
+    while let Ok(Some(notification)) = iter.next() {
+        let payload: Value = serde_json::from_str(notification.payload()).expect("payload is JSON");
+        out.push((notification.channel().to_owned(), payload));
+    }
+    out
+}
+
+/// Every notification `listener` receives within `wait` (for a commit that has not returned
+/// yet when the call starts, such as one on another node).
 pub fn notifications_within(listener: &mut Client, wait: Duration) -> Vec<(String, Value)> {
     use postgres::fallible_iterator::FallibleIterator;
     let mut notifications = listener.notifications();
@@ -264,10 +315,32 @@ pub fn notifications_within(listener: &mut Client, wait: Duration) -> Vec<(Strin
     out
 }
 
-/// A notification chunked_map sends for `map` committed up to `last_seq`.
-pub fn announced(map: &str, last_seq: i64) -> (String, Value) {
+/// The notification channel of `map` (its notifications must be on), as `chunked_info` reports
+/// it.
+pub fn notify_channel(client: &mut Client, map: &str) -> String {
+    let channel: Option<String> = client
+        .query_one(
+            "SELECT chunked_map.chunked_info($1) ->> 'notify_channel'",
+            &[&map],
+        )
+        .expect("chunked_info")
+        .get(0);
+    channel.unwrap_or_else(|| panic!("map {map} has no notification channel"))
+}
+
+/// Makes `listener` listen on `map`'s notification channel; returns the channel.
+pub fn listen_to(listener: &mut Client, map: &str) -> String {
+    let channel = notify_channel(listener, map);
+    listener
+        .batch_execute(&format!("LISTEN \"{channel}\""))
+        .expect("LISTEN");
+    channel
+}
+
+/// A notification chunked_map sends on `channel` for `map` committed up to `last_seq`.
+pub fn announced(channel: &str, map: &str, last_seq: i64) -> (String, Value) {
     (
-        "chunked_map".to_owned(),
+        channel.to_owned(),
         serde_json::json!({"map": map, "last_seq": last_seq}),
     )
 }

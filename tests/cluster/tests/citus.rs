@@ -14,7 +14,8 @@ use std::time::Duration;
 use chunked_map_cluster_tests::citus::CitusCluster;
 use chunked_map_cluster_tests::page::{all_pages_text, all_seqs};
 use chunked_map_cluster_tests::{
-    announced, assert_error, notifications_within as received, query_json, Client,
+    announced, assert_error, notifications_delivered as delivered, notify_channel, query_json,
+    Client,
 };
 use serde_json::json;
 
@@ -722,12 +723,16 @@ fn notifications_come_from_the_node_that_commits_the_append() {
              SELECT chunked_map.chunked_set_notify('loud', true);",
         )
         .unwrap();
+    // the map's channel, as the node holding it reports it, listened to on every node
+    let channel = notify_channel(&mut coordinator, "loud");
     let mut listeners: Vec<Client> = citus
         .nodes()
         .iter()
         .map(|node| {
             let mut client = node.connect(&citus.database);
-            client.batch_execute("LISTEN chunked_map").unwrap();
+            client
+                .batch_execute(&format!("LISTEN \"{channel}\""))
+                .unwrap();
             client
         })
         .collect();
@@ -735,20 +740,20 @@ fn notifications_come_from_the_node_that_commits_the_append() {
     register(&mut coordinator, "loud", "{}").unwrap();
     let heard: Vec<_> = listeners
         .iter_mut()
-        .map(|l| received(l, Duration::from_millis(500)))
+        .map(delivered)
         .collect();
     assert!(heard[0].is_empty(), "coordinator: {:?}", heard[0]);
     let on_workers: Vec<_> = heard[1..].iter().flatten().cloned().collect();
-    assert_eq!(on_workers, [announced("loud", 1)]);
+    assert_eq!(on_workers, [announced(&channel, "loud", 1)]);
     // in a transaction block the function runs on the coordinator, which notifies
     coordinator
         .batch_execute("BEGIN; SELECT chunked_map.chunked_register('loud', '{}'); COMMIT;")
         .unwrap();
     let heard: Vec<_> = listeners
         .iter_mut()
-        .map(|l| received(l, Duration::from_millis(500)))
+        .map(delivered)
         .collect();
-    assert_eq!(heard[0], [announced("loud", 2)]);
+    assert_eq!(heard[0], [announced(&channel, "loud", 2)]);
     assert!(heard[1..].iter().all(Vec::is_empty), "{heard:?}");
 }
 

@@ -1,5 +1,5 @@
 //! The consumer example (examples/clients/python/consumer.py) follows maps with `chunked_read`
-//! and `LISTEN chunked_map`, keeping its position in a table of its own updated in the same
+//! and LISTENs on each map's own notification channel, keeping its position in a table of its own updated in the same
 //! transaction as its work. While 4 writers append 2,000 records to 3 maps with notifications
 //! on, the consumer is killed once in the middle and started again: it processes every record
 //! exactly once, in order per map.

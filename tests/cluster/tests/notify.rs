@@ -1,14 +1,16 @@
-//! SPEC.md, Following a map: while a map's notifications are on, every committed transaction
-//! that appended to it sends one notification on channel `chunked_map` with its newest
-//! sequence; nothing is sent for rolled-back appends, nor for maps whose notifications are off.
-
-use std::time::Duration;
+//! Following a map: while a map's notifications are on *at its commit*, every committed
+//! transaction that appended to it sends one notification on the map's own channel with its
+//! newest sequence; nothing is sent for rolled-back appends, nor for maps whose notifications
+//! are off. Every check reads what was delivered after one round trip of the listener (see
+//! `notifications_delivered`): no timer.
 
 use chunked_map_cluster_tests::{
-    announced, assert_error, notifications_within as received, Client, Cluster,
+    announced, assert_error, listen_to, notifications_delivered as delivered, Client, Cluster,
 };
 
-fn setup(database: &str) -> (Cluster, Client, Client) {
+/// A cluster with maps `loud` (notifications on) and `quiet`, a writer, and a listener on
+/// `loud`'s channel (returned last).
+fn setup(database: &str) -> (Cluster, Client, Client, String) {
     let cluster = Cluster::start();
     let mut writer = cluster.database(database);
     writer
@@ -19,13 +21,13 @@ fn setup(database: &str) -> (Cluster, Client, Client) {
         )
         .unwrap();
     let mut listener = cluster.connect(database);
-    listener.batch_execute("LISTEN chunked_map").unwrap();
-    (cluster, writer, listener)
+    let loud = listen_to(&mut listener, "loud");
+    (cluster, writer, listener, loud)
 }
 
 #[test]
 fn a_committed_transaction_sends_one_notification_per_map_with_its_newest_sequence() {
-    let (_cluster, mut writer, mut listener) = setup("notify_commit");
+    let (_cluster, mut writer, mut listener, loud) = setup("notify_commit");
     // four appends in one transaction (one rollover among them), one alone, and a batch
     writer
         .batch_execute(
@@ -45,18 +47,18 @@ fn a_committed_transaction_sends_one_notification_per_map_with_its_newest_sequen
         )
         .unwrap();
     assert_eq!(
-        received(&mut listener, Duration::from_millis(500)),
+        delivered(&mut listener),
         vec![
-            announced("loud", 4),
-            announced("loud", 5),
-            announced("loud", 7),
+            announced(&loud, "loud", 4),
+            announced(&loud, "loud", 5),
+            announced(&loud, "loud", 7),
         ]
     );
 }
 
 #[test]
 fn nothing_is_sent_for_rolled_back_appends_nor_for_a_map_whose_notifications_are_off() {
-    let (_cluster, mut writer, mut listener) = setup("notify_rollback");
+    let (_cluster, mut writer, mut listener, loud) = setup("notify_rollback");
     writer
         .batch_execute(
             "BEGIN;
@@ -87,8 +89,8 @@ fn nothing_is_sent_for_rolled_back_appends_nor_for_a_map_whose_notifications_are
         )
         .unwrap();
     assert_eq!(
-        received(&mut listener, Duration::from_millis(500)),
-        vec![announced("loud", 1)]
+        delivered(&mut listener),
+        vec![announced(&loud, "loud", 1)]
     );
 
     // turned off, the map is quiet again
@@ -98,7 +100,7 @@ fn nothing_is_sent_for_rolled_back_appends_nor_for_a_map_whose_notifications_are
              SELECT chunked_map.chunked_register('loud', '{}');",
         )
         .unwrap();
-    assert_eq!(received(&mut listener, Duration::from_millis(300)), vec![]);
+    assert_eq!(delivered(&mut listener), vec![]);
     let info: bool = writer
         .query_one(
             "SELECT (chunked_map.chunked_info('loud') ->> 'notify')::boolean",
@@ -156,7 +158,7 @@ fn a_prepared_transaction_cannot_announce_and_says_so() {
 /// with a `search_path` that shadows everything it could call, announces as the owner does.
 #[test]
 fn a_granted_writer_with_a_hostile_search_path_announces_its_commit() {
-    let (cluster, mut owner, mut listener) = setup("notify_writer");
+    let (cluster, mut owner, mut listener, loud) = setup("notify_writer");
     owner
         .batch_execute(
             &std::fs::read_to_string(
@@ -188,8 +190,8 @@ fn a_granted_writer_with_a_hostile_search_path_announces_its_commit() {
     )
     .unwrap();
     assert_eq!(
-        received(&mut listener, Duration::from_millis(500)),
-        vec![announced("loud", 2)]
+        delivered(&mut listener),
+        vec![announced(&loud, "loud", 2)]
     );
 }
 
@@ -197,7 +199,7 @@ fn a_granted_writer_with_a_hostile_search_path_announces_its_commit() {
 /// the transaction (chunked_set_chunk_size), announced the rolled-back sequence.
 #[test]
 fn a_rolled_back_append_followed_by_another_write_to_the_map_announces_nothing() {
-    let (_cluster, mut writer, mut listener) = setup("notify_other_write");
+    let (_cluster, mut writer, mut listener, loud) = setup("notify_other_write");
     writer
         .batch_execute(
             "BEGIN;
@@ -208,14 +210,14 @@ fn a_rolled_back_append_followed_by_another_write_to_the_map_announces_nothing()
              COMMIT;",
         )
         .unwrap();
-    assert_eq!(received(&mut listener, Duration::from_millis(500)), vec![]);
+    assert_eq!(delivered(&mut listener), vec![]);
     // and the next transaction's append is sequence 1, announced as such
     writer
         .execute("SELECT chunked_map.chunked_register('loud', '{}')", &[])
         .unwrap();
     assert_eq!(
-        received(&mut listener, Duration::from_millis(500)),
-        vec![announced("loud", 1)]
+        delivered(&mut listener),
+        vec![announced(&loud, "loud", 1)]
     );
 }
 
@@ -255,12 +257,17 @@ fn a_transaction_whose_announced_appends_rolled_back_can_be_prepared() {
 /// rolled back to a savepoint takes nothing away.
 #[test]
 fn what_the_transaction_dropped_is_not_announced() {
-    let (_cluster, mut writer, mut listener) = setup("notify_drop");
+    let (_cluster, mut writer, mut listener, _loud) = setup("notify_drop");
     writer
         .batch_execute(
             "SELECT chunked_map.chunked_start('also_loud');
-             SELECT chunked_map.chunked_set_notify('also_loud', true);
-             BEGIN;
+             SELECT chunked_map.chunked_set_notify('also_loud', true);",
+        )
+        .unwrap();
+    let also_loud = listen_to(&mut listener, "also_loud");
+    writer
+        .batch_execute(
+            "BEGIN;
              SELECT chunked_map.chunked_register('loud', '{}');
              SELECT chunked_map.chunked_register('also_loud', '{}');
              SELECT chunked_map.chunked_drop('loud');
@@ -271,8 +278,8 @@ fn what_the_transaction_dropped_is_not_announced() {
         )
         .unwrap();
     assert_eq!(
-        received(&mut listener, Duration::from_millis(500)),
-        vec![announced("also_loud", 1)]
+        delivered(&mut listener),
+        vec![announced(&also_loud, "also_loud", 1)]
     );
     writer
         .batch_execute(
@@ -290,5 +297,70 @@ fn what_the_transaction_dropped_is_not_announced() {
         .unwrap()
         .get(0);
     assert_eq!(left, 0);
-    assert_eq!(received(&mut listener, Duration::from_millis(500)), vec![]);
+    assert_eq!(delivered(&mut listener), vec![]);
+}
+
+/// The decision is the commit's: notifications turned on after the transaction appended to the
+/// map announce those appends; turned off before the commit, nothing is sent; a change rolled
+/// back to a savepoint counts for nothing.
+#[test]
+fn whether_a_commit_announces_is_decided_by_the_setting_at_commit() {
+    let (_cluster, mut writer, mut listener, loud) = setup("notify_decided_at_commit");
+    // appended while off, turned on before the commit: announced
+    writer
+        .batch_execute(
+            "SELECT chunked_map.chunked_start('late', 3);
+             BEGIN;
+             SELECT chunked_map.chunked_register('late', '{}') FROM generate_series(1, 4);
+             SELECT chunked_map.chunked_set_notify('late', true);
+             COMMIT;",
+        )
+        .unwrap();
+    let late = listen_to(&mut listener, "late");
+    // (the LISTEN came after that commit: it cannot be heard; the next one is)
+    writer
+        .batch_execute(
+            "BEGIN;
+             SELECT chunked_map.chunked_set_notify('late', false);
+             SELECT chunked_map.chunked_register('late', '{}');
+             SELECT chunked_map.chunked_set_notify('late', true);
+             COMMIT;",
+        )
+        .unwrap();
+    assert_eq!(delivered(&mut listener), vec![announced(&late, "late", 5)]);
+    // appended while on, turned off before the commit: nothing
+    writer
+        .batch_execute(
+            "BEGIN;
+             SELECT chunked_map.chunked_register('loud', '{}');
+             SELECT chunked_map.chunked_set_notify('loud', false);
+             COMMIT;",
+        )
+        .unwrap();
+    assert_eq!(delivered(&mut listener), vec![]);
+    // turned off in a savepoint that rolls back: still on at the commit, announced
+    writer
+        .batch_execute(
+            "SELECT chunked_map.chunked_set_notify('loud', true);
+             BEGIN;
+             SELECT chunked_map.chunked_register('loud', '{}');
+             SAVEPOINT s;
+             SELECT chunked_map.chunked_set_notify('loud', false);
+             ROLLBACK TO SAVEPOINT s;
+             COMMIT;",
+        )
+        .unwrap();
+    assert_eq!(delivered(&mut listener), vec![announced(&loud, "loud", 2)]);
+    // turned on without an append in the transaction: nothing to announce
+    writer
+        .batch_execute(
+            "BEGIN;
+             SELECT chunked_map.chunked_set_notify('late', false);
+             SELECT chunked_map.chunked_set_notify('late', true);
+             COMMIT;",
+        )
+        .unwrap();
+    assert_eq!(delivered(&mut listener), vec![]);
+    // the channel is the map's for good: turned off and on, it stays the same
+    assert_eq!(listen_to(&mut listener, "late"), late);
 }

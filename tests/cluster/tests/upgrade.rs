@@ -5,7 +5,10 @@
 //! upgrade scripts miss nothing).
 
 use chunked_map_cluster_tests::page::all_seqs;
-use chunked_map_cluster_tests::{assert_error, pg_bin, query_json, repo_root, Client, Cluster};
+use chunked_map_cluster_tests::{
+    announced, assert_error, extension_version, listen_to, notifications_delivered, pg_bin,
+    query_json, repo_root, Client, Cluster,
+};
 use serde_json::Value;
 
 /// Everything the extension creates, described in a comparable form.
@@ -156,7 +159,10 @@ fn a_database_of_0_2_0_upgrades_with_every_page_kept_and_matches_a_fresh_install
     let error = assert_error(
         upgraded.query("SELECT chunked_map.chunked_page('subs')", &[]),
         "55000",
-        "chunked_map's library is version 0.3.0, but its SQL objects in this database are version 0.2.0",
+        &format!(
+            "chunked_map's library is version {}, but its SQL objects in this database are version 0.2.0",
+            extension_version()
+        ),
     );
     assert_eq!(
         error.hint(),
@@ -274,4 +280,58 @@ fn a_database_of_0_1_0_upgrades_through_0_2_0_with_every_page_kept() {
         .unwrap()
         .get(0);
     assert_eq!(seq, 251);
+}
+
+#[test]
+fn a_database_of_0_3_0_upgrades_with_every_page_kept_and_matches_a_fresh_install() {
+    let cluster = Cluster::start();
+    let (upgraded, pages) = released_database(&cluster, "upgraded", "0.3.0");
+    drop(upgraded);
+    let mut upgraded = cluster.connect("upgraded");
+    upgraded
+        .batch_execute("ALTER EXTENSION chunked_map UPDATE")
+        .unwrap();
+    assert_eq!(
+        pages_now(&mut upgraded, &pages),
+        pages_then(&pages),
+        "every page byte-identical"
+    );
+    let mut fresh = cluster.database("fresh");
+    assert_eq!(catalog(&mut upgraded), catalog(&mut fresh));
+    consistent(&mut upgraded);
+
+    // the map whose notifications were on has a channel of its own now, and its commits are
+    // announced there
+    let mut listener = cluster.connect("upgraded");
+    let channel = listen_to(&mut listener, "notified");
+    assert!(channel.starts_with("chunked_map_") && channel.len() == 44, "{channel}");
+    let seq: i64 = upgraded
+        .query_one("SELECT chunked_map.chunked_register('notified', '{}')", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(seq, 6);
+    assert_eq!(
+        notifications_delivered(&mut listener),
+        vec![announced(&channel, "notified", 6)]
+    );
+    // every map goes on where 0.3.0 left off
+    for (map, next) in [("subs", 24), ("audit", 251), ("resized", 17), ("empty", 1), ("bytes", 10)] {
+        let seq: i64 = upgraded
+            .query_one("SELECT chunked_map.chunked_register($1, '{}')", &[&map])
+            .unwrap()
+            .get(0);
+        assert_eq!(seq, next, "{map}");
+    }
+    let started: bool = upgraded
+        .query_one("SELECT chunked_map.chunked_start('new-after-update')", &[])
+        .unwrap()
+        .get(0);
+    assert!(started);
+    consistent(&mut upgraded);
+    let archived: Vec<Value> = pages
+        .iter()
+        .filter(|page| page["token"] != "current")
+        .cloned()
+        .collect();
+    assert_eq!(pages_now(&mut upgraded, &archived), pages_then(&archived));
 }
