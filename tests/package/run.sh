@@ -86,7 +86,8 @@ psql -d upgraded -c "\"CREATE EXTENSION chunked_map VERSION '0.1.0'\""
 psql -d upgraded -f /var/tmp/cm/chunked_map-0.1.0-data.sql
 psql -d upgraded -c "'ALTER EXTENSION chunked_map UPDATE'"
 psql -d upgraded -At -f /var/tmp/cm/checks.sql | tee -a "$transcript" > "$work/checks.out"
-grep -qx 'updated to 0.3.0' "$work/checks.out"
+version=$(basename "$deb" | sed -E 's/^[^_]+_([^_]+)_.*/\1/')
+grep -qx "updated to $version" "$work/checks.out"
 grep -qx 'pages byte-identical: 9 of 9' "$work/checks.out"
 grep -qx 'appended after the update: 251' "$work/checks.out"
 stored_before=$(psql -d upgraded -At -c "\"SELECT count(*) || ' chunks, ' || sum(cardinality(payloads)) || ' archived records' FROM chunked_map.archived_chunk\"")
