@@ -14,20 +14,28 @@ use crate::read;
 use crate::sql_function;
 
 // Starts a map; `false` (and no change) when it already exists.
-sql_function!(pg_finfo_chunked_start_wrapper, chunked_start_wrapper, |call| {
-    call.writes(c"chunked_start()");
-    let map = MapName::parse(call.text(0)).or_raise();
-    let chunk_size = input::chunk_size(call.int4(1)).or_raise();
-    call.returns_boolean(append::start(map, chunk_size))
-});
+sql_function!(
+    pg_finfo_chunked_start_wrapper,
+    chunked_start_wrapper,
+    |call| {
+        call.writes(c"chunked_start()");
+        let map = MapName::parse(call.text(0)).or_raise();
+        let chunk_size = input::chunk_size(call.int4(1)).or_raise();
+        call.returns_boolean(append::start(map, chunk_size))
+    }
+);
 
 // Appends one record; returns its sequence number.
-sql_function!(pg_finfo_chunked_register_wrapper, chunked_register_wrapper, |call| {
-    call.writes(c"chunked_register()");
-    let map = MapName::parse(call.text(0)).or_raise();
-    let payload = required(call.jsonb(1), "payload").or_raise();
-    call.returns_bigint(append::append(map, payload))
-});
+sql_function!(
+    pg_finfo_chunked_register_wrapper,
+    chunked_register_wrapper,
+    |call| {
+        call.writes(c"chunked_register()");
+        let map = MapName::parse(call.text(0)).or_raise();
+        let payload = required(call.jsonb(1), "payload").or_raise();
+        call.returns_bigint(append::append(map, payload))
+    }
+);
 
 // Appends one record only if the map's newest sequence is `expected_last_seq` (0 for an empty
 // map); otherwise 23000 naming both, which retrying cannot change.
@@ -60,28 +68,40 @@ sql_function!(
 );
 
 // One page of a map, newest record first, with the token of the next older page.
-sql_function!(pg_finfo_chunked_page_wrapper, chunked_page_wrapper, |call| {
-    let map = MapName::parse(call.text(0)).or_raise();
-    let token = required(call.text(1), "page_token").or_raise();
-    call.returns_jsonb(read::page(call.memory(), map, token))
-});
+sql_function!(
+    pg_finfo_chunked_page_wrapper,
+    chunked_page_wrapper,
+    |call| {
+        let map = MapName::parse(call.text(0)).or_raise();
+        let token = required(call.text(1), "page_token").or_raise();
+        call.returns_jsonb(read::page(call.memory(), map, token))
+    }
+);
 
 // The same page as rows `(seq, payload)`, newest first.
-sql_function!(pg_finfo_chunked_records_wrapper, chunked_records_wrapper, |call| {
-    let map = MapName::parse(call.text(0)).or_raise();
-    let token = required(call.text(1), "page_token").or_raise();
-    let records = read::page_records(call.memory(), map, token);
-    call.returns_rows(records.into_iter().map(record_row))
-});
+sql_function!(
+    pg_finfo_chunked_records_wrapper,
+    chunked_records_wrapper,
+    |call| {
+        let map = MapName::parse(call.text(0)).or_raise();
+        let token = required(call.text(1), "page_token").or_raise();
+        let records = read::page_records(call.memory(), map, token);
+        call.returns_rows(records.into_iter().map(record_row))
+    }
+);
 
 // Records with a sequence above `after_seq`, oldest first, at most `max_records`.
-sql_function!(pg_finfo_chunked_read_wrapper, chunked_read_wrapper, |call| {
-    let map = MapName::parse(call.text(0)).or_raise();
-    let after_seq = input::after_seq(call.int8(1)).or_raise();
-    let max_records = input::max_records(call.int4(2)).or_raise();
-    let records = read::forward(call.memory(), map, after_seq, max_records);
-    call.returns_rows(records.into_iter().map(record_row))
-});
+sql_function!(
+    pg_finfo_chunked_read_wrapper,
+    chunked_read_wrapper,
+    |call| {
+        let map = MapName::parse(call.text(0)).or_raise();
+        let after_seq = input::after_seq(call.int8(1)).or_raise();
+        let max_records = input::max_records(call.int4(2)).or_raise();
+        let records = read::forward(call.memory(), map, after_seq, max_records);
+        call.returns_rows(records.into_iter().map(record_row))
+    }
+);
 
 // One record, `{"seq": n, "payload": ...}`, by its sequence number.
 sql_function!(pg_finfo_chunked_get_wrapper, chunked_get_wrapper, |call| {
@@ -91,10 +111,14 @@ sql_function!(pg_finfo_chunked_get_wrapper, chunked_get_wrapper, |call| {
 });
 
 // The map's summary, from its state row alone.
-sql_function!(pg_finfo_chunked_info_wrapper, chunked_info_wrapper, |call| {
-    let map = MapName::parse(call.text(0)).or_raise();
-    call.returns_jsonb(read::info(call.memory(), map))
-});
+sql_function!(
+    pg_finfo_chunked_info_wrapper,
+    chunked_info_wrapper,
+    |call| {
+        let map = MapName::parse(call.text(0)).or_raise();
+        call.returns_jsonb(read::info(call.memory(), map))
+    }
+);
 
 // Changes the size of chunks started after the call.
 sql_function!(
@@ -111,38 +135,54 @@ sql_function!(
 
 // While enabled, every committed transaction that appended to the map sends one notification
 // on the map's own channel.
-sql_function!(pg_finfo_chunked_set_notify_wrapper, chunked_set_notify_wrapper, |call| {
-    call.writes(c"chunked_set_notify()");
-    let map = MapName::parse(call.text(0)).or_raise();
-    let enabled = required(call.boolean(1), "enabled").or_raise();
-    append::set_notify(map, enabled);
-    call.returns_void()
-});
+sql_function!(
+    pg_finfo_chunked_set_notify_wrapper,
+    chunked_set_notify_wrapper,
+    |call| {
+        call.writes(c"chunked_set_notify()");
+        let map = MapName::parse(call.text(0)).or_raise();
+        let enabled = required(call.boolean(1), "enabled").or_raise();
+        append::set_notify(map, enabled);
+        call.returns_void()
+    }
+);
 
 // Removes a whole map, its history included; `false` when there was no such map.
-sql_function!(pg_finfo_chunked_drop_wrapper, chunked_drop_wrapper, |call| {
-    call.writes(c"chunked_drop()");
-    let map = MapName::parse(call.text(0)).or_raise();
-    call.returns_boolean(append::drop_map(map))
-});
+sql_function!(
+    pg_finfo_chunked_drop_wrapper,
+    chunked_drop_wrapper,
+    |call| {
+        call.writes(c"chunked_drop()");
+        let map = MapName::parse(call.text(0)).or_raise();
+        call.returns_boolean(append::drop_map(map))
+    }
+);
 
 // Checks a map's storage and reports what it finds.
-sql_function!(pg_finfo_chunked_verify_wrapper, chunked_verify_wrapper, |call| {
-    let map = MapName::parse(call.text(0)).or_raise();
-    call.returns_json(&crate::verify::verify(map))
-});
+sql_function!(
+    pg_finfo_chunked_verify_wrapper,
+    chunked_verify_wrapper,
+    |call| {
+        let map = MapName::parse(call.text(0)).or_raise();
+        call.returns_json(&crate::verify::verify(map))
+    }
+);
 
 // On a Citus coordinator: distributes the storage tables and the map functions by map.
-sql_function!(pg_finfo_chunked_distribute_wrapper, chunked_distribute_wrapper, |call| {
-    call.writes(c"chunked_distribute()");
-    let distributed = crate::distribute::distribute();
-    pgrx::notice!(
-        "chunked_map: distributed {} tables and {} functions now (the others were already)",
-        distributed.tables,
-        distributed.functions
-    );
-    call.returns_void()
-});
+sql_function!(
+    pg_finfo_chunked_distribute_wrapper,
+    chunked_distribute_wrapper,
+    |call| {
+        call.writes(c"chunked_distribute()");
+        let distributed = crate::distribute::distribute();
+        pgrx::notice!(
+            "chunked_map: distributed {} tables and {} functions now (the others were already)",
+            distributed.tables,
+            distributed.functions
+        );
+        call.returns_void()
+    }
+);
 
 /// A record as a row `(seq, payload)`.
 fn record_row((seq, payload): (i64, crate::jsonb::Jsonb<'_>)) -> [pgrx::pg_sys::Datum; 2] {

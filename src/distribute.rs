@@ -60,7 +60,8 @@ pub fn distribute() -> Distributed {
             }
             .raise();
         }
-        let unguarded = store::nodes_without_guard(session, crate::citus::null_map_guard::installed());
+        let unguarded =
+            store::nodes_without_guard(session, crate::citus::null_map_guard::installed());
         if !unguarded.is_empty() {
             ChunkedError::NotPreloaded {
                 nodes: format!("not on {}", unguarded.join(", ")),

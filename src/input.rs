@@ -1,4 +1,4 @@
-//! Checks on the arguments of the SQL functions, in the order SPEC.md lists the errors.
+//! Checks on the arguments of the SQL functions, in the order the contract (docs/contract.md) lists the errors.
 //! Pure Rust: what a value is allowed to be, without asking the database.
 
 use crate::error::{

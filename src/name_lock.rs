@@ -64,8 +64,7 @@ fn acquire(tag: &pg_sys::LOCKTAG, mode: u32, wait: Wait) -> Result<bool, PgError
     let tag_ptr = std::ptr::from_ref(tag);
     // SAFETY: a valid advisory-method tag; a transaction lock (released at its end). Waiting
     // may raise 55P03 (lock_timeout), 40P01 (deadlock) or a cancel, returned to the caller.
-    let result =
-        unsafe { catching(|| raw::LockAcquire(tag_ptr, mode as i32, false, dont_wait)) }?;
+    let result = unsafe { catching(|| raw::LockAcquire(tag_ptr, mode as i32, false, dont_wait)) }?;
     Ok(result != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL)
 }
 

@@ -28,8 +28,8 @@ use pgrx::pg_sys;
 use pgrx::{FromDatum, IntoDatum};
 
 use crate::pg::boundary::{catching, OrRethrow, PgError};
-use crate::pg::raw;
 pub use crate::pg::fmgr::CallerMemory;
+use crate::pg::raw;
 
 use crate::error::ChunkedError;
 

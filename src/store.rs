@@ -18,11 +18,11 @@ use pgrx::pg_sys;
 
 use crate::chunking::CurrentChunk;
 use crate::jsonb::Jsonb;
+use crate::pg::boundary::PgError;
 use crate::spi::{
     Access, CallerMemory, Param, Row, Session, Statement, BOOL, INT4, INT8, JSONB, JSONB_ARRAY,
     TEXT, TID,
 };
-use crate::pg::boundary::PgError;
 use crate::xact;
 
 /// The state row of a map, as the holder of its lock read it.
@@ -610,7 +610,9 @@ const INSTALLATION_SECRET: Statement = Statement {
 
 pub fn installation_secret(session: &Session) -> Vec<u8> {
     let rows = session.run(&INSTALLATION_SECRET, &[]);
-    rows.first().and_then(|row| row.bytea(1)).unwrap_or_default()
+    rows.first()
+        .and_then(|row| row.bytea(1))
+        .unwrap_or_default()
 }
 
 /// Removes every row of one map; the caller holds its lock. Runs as the tables' owner (the
@@ -656,7 +658,10 @@ fn first_jsonb<'fcx>(
 ) -> Option<Option<Jsonb<'fcx>>> {
     rows.first()
         // SAFETY: the statement's one column is jsonb, and the row is valid now.
-        .map(|row| row.datum(1).map(|datum| unsafe { caller.copy_jsonb(datum) }))
+        .map(|row| {
+            row.datum(1)
+                .map(|datum| unsafe { caller.copy_jsonb(datum) })
+        })
 }
 
 /// The current page, `None` when the map was never started.

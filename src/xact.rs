@@ -278,9 +278,7 @@ unsafe extern "C-unwind" fn on_subtransaction_event(
     // SAFETY: as above; nothing here raises.
     unsafe {
         enter(|| match event {
-            pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB => {
-                subtransaction_aborted(subtransaction)
-            }
+            pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB => subtransaction_aborted(subtransaction),
             pg_sys::SubXactEvent::SUBXACT_EVENT_COMMIT_SUB => {
                 subtransaction_committed(subtransaction, parent)
             }

@@ -189,7 +189,9 @@ unsafe fn from_clause_call(query: *mut pg_sys::Query) -> FromClause {
             pg_sys::RTEKind::RTE_FUNCTION => {
                 let functions = PgList::<pg_sys::RangeTblFunction>::from_pg((*entry).functions);
                 match (functions.len(), functions.get_ptr(0)) {
-                    (1, Some(function)) if is_a((*function).funcexpr, pg_sys::NodeTag::T_FuncExpr) => {
+                    (1, Some(function))
+                        if is_a((*function).funcexpr, pg_sys::NodeTag::T_FuncExpr) =>
+                    {
                         FromClause::Call((*function).funcexpr)
                     }
                     _ => FromClause::Other,

@@ -20,8 +20,8 @@
 use std::any::Any;
 use std::ffi::{c_char, CStr, CString};
 use std::mem::MaybeUninit;
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::panic::Location;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
 
 use pgrx::pg_sys;
@@ -254,8 +254,8 @@ fn error_data(
 ) -> *mut pg_sys::ErrorData {
     // SAFETY: palloc'd, zeroed ErrorData and strings; ThrowErrorData reads only these fields.
     unsafe {
-        let edata = pg_sys::palloc0(std::mem::size_of::<pg_sys::ErrorData>())
-            .cast::<pg_sys::ErrorData>();
+        let edata =
+            pg_sys::palloc0(std::mem::size_of::<pg_sys::ErrorData>()).cast::<pg_sys::ErrorData>();
         (*edata).elevel = PgLogLevel::ERROR as i32;
         (*edata).sqlerrcode = sqlstate;
         (*edata).message = pstrdup(message);
@@ -280,9 +280,10 @@ fn source_file(file: &'static str) -> &'static CStr {
             std::cell::RefCell::new(std::collections::HashMap::new());
     }
     FILES.with(|files| {
-        *files.borrow_mut().entry(file).or_insert_with(|| {
-            Box::leak(CString::new(file).unwrap_or_default().into_boxed_c_str())
-        })
+        *files
+            .borrow_mut()
+            .entry(file)
+            .or_insert_with(|| Box::leak(CString::new(file).unwrap_or_default().into_boxed_c_str()))
     })
 }
 

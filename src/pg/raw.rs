@@ -16,8 +16,11 @@ use pgrx::pg_sys;
 unsafe extern "C-unwind" {
     pub fn SPI_connect() -> c_int;
     pub fn SPI_finish() -> c_int;
-    pub fn SPI_prepare(src: *const c_char, nargs: c_int, argtypes: *mut pg_sys::Oid)
-        -> pg_sys::SPIPlanPtr;
+    pub fn SPI_prepare(
+        src: *const c_char,
+        nargs: c_int,
+        argtypes: *mut pg_sys::Oid,
+    ) -> pg_sys::SPIPlanPtr;
     pub fn SPI_keepplan(plan: pg_sys::SPIPlanPtr) -> c_int;
     pub fn SPI_execute_plan(
         plan: pg_sys::SPIPlanPtr,

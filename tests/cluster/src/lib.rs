@@ -25,8 +25,8 @@ pub fn repo_root() -> PathBuf {
 
 /// The extension's version, as its Cargo.toml gives it (what `CREATE EXTENSION` installs).
 pub fn extension_version() -> String {
-    let manifest =
-        std::fs::read_to_string(repo_root().join("Cargo.toml")).expect("the extension's Cargo.toml");
+    let manifest = std::fs::read_to_string(repo_root().join("Cargo.toml"))
+        .expect("the extension's Cargo.toml");
     manifest
         .lines()
         .find_map(|line| line.strip_prefix("version = \""))

@@ -1,4 +1,4 @@
-//! SPEC.md, Data safety: history cannot be rewritten by direct DML, roles can do exactly what
+//! The contract (docs/contract.md), Data safety: history cannot be rewritten by direct DML, roles can do exactly what
 //! they were granted, and search_path tricks change nothing.
 
 use chunked_map_cluster_tests::page::{all_pages_text, all_seqs};

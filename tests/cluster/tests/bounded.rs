@@ -1,4 +1,4 @@
-//! SPEC.md, Chunks and tokens: an append reads and writes a bounded amount of data (at most one
+//! The contract (docs/contract.md), Chunks and tokens: an append reads and writes a bounded amount of data (at most one
 //! chunk plus the state row) however many records the map holds, and a page read touches only
 //! the chunk it names and the state row. Checked with PostgreSQL's own per-table counters on a
 //! map of many chunks among many maps.

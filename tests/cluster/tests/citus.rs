@@ -1,4 +1,4 @@
-//! SPEC.md, Scale-out: on a Citus coordinator with two workers, `chunked_distribute()` spreads
+//! The contract (docs/contract.md), Scale-out: on a Citus coordinator with two workers, `chunked_distribute()` spreads
 //! the maps over the workers, and the contract holds on the distributed cluster: API, tokens,
 //! errors with their SQLSTATEs, 40001 on a held map and `chunked_map.lock_timeout`, contiguous
 //! sequences under concurrent writers with retry, immutability for granted roles on every node,
@@ -268,7 +268,7 @@ fn the_api_and_its_errors_hold_through_the_coordinator_and_through_a_worker() {
         let verify = query_json(&mut client, "chunked_map.chunked_verify($1)", &[&map]);
         assert_eq!(verify["consistent"], true, "{verify}");
 
-        // the errors of SPEC.md's table, with their SQLSTATEs and messages
+        // the errors of the contract's error table (docs/contract.md), with their SQLSTATEs and messages
         assert_error(
             register(&mut client, "nobody", "{}"),
             "42704",
@@ -738,10 +738,7 @@ fn notifications_come_from_the_node_that_commits_the_append() {
         .collect();
     // delegated: the worker holding the map runs and commits the append, and notifies there
     register(&mut coordinator, "loud", "{}").unwrap();
-    let heard: Vec<_> = listeners
-        .iter_mut()
-        .map(delivered)
-        .collect();
+    let heard: Vec<_> = listeners.iter_mut().map(delivered).collect();
     assert!(heard[0].is_empty(), "coordinator: {:?}", heard[0]);
     let on_workers: Vec<_> = heard[1..].iter().flatten().cloned().collect();
     assert_eq!(on_workers, [announced(&channel, "loud", 1)]);
@@ -749,10 +746,7 @@ fn notifications_come_from_the_node_that_commits_the_append() {
     coordinator
         .batch_execute("BEGIN; SELECT chunked_map.chunked_register('loud', '{}'); COMMIT;")
         .unwrap();
-    let heard: Vec<_> = listeners
-        .iter_mut()
-        .map(delivered)
-        .collect();
+    let heard: Vec<_> = listeners.iter_mut().map(delivered).collect();
     assert_eq!(heard[0], [announced(&channel, "loud", 2)]);
     assert!(heard[1..].iter().all(Vec::is_empty), "{heard:?}");
 }

@@ -1,4 +1,4 @@
-//! SPEC.md, Concurrency: appends to one map are serialized by a lock that never waits;
+//! The contract (docs/contract.md), Concurrency: appends to one map are serialized by a lock that never waits;
 //! other maps and readers go on; everything takes effect in the caller's transaction.
 //! Every test uses several real connections to one throw-away server.
 

@@ -1,4 +1,4 @@
-//! SPEC.md, Data safety: a crash loses no acknowledged append and duplicates none.
+//! The contract (docs/contract.md), Data safety: a crash loses no acknowledged append and duplicates none.
 //!
 //! Several clients append to a few maps (with rollovers) until the server is stopped with
 //! `pg_ctl stop -m immediate`; after the restart every append whose commit a client saw is

@@ -1,4 +1,4 @@
-//! SPEC.md, Data safety: pg_dump / pg_restore of a database carries every map, byte for byte,
+//! The contract (docs/contract.md), Data safety: pg_dump / pg_restore of a database carries every map, byte for byte,
 //! and appends continue where they left off.
 
 use chunked_map_cluster_tests::page::all_pages_text;

@@ -1,5 +1,5 @@
-//! A sweep of random and adversarial inputs: every call either does what SPEC.md says or fails
-//! with the one SQLSTATE (and message) SPEC.md gives for that input; nothing else ever happens,
+//! A sweep of random and adversarial inputs: every call either does what the contract (docs/contract.md) says or fails
+//! with the one SQLSTATE (and message) the contract gives for that input; nothing else ever happens,
 //! and every map stays consistent (`chunked_verify`) afterwards.
 
 use std::cell::{Cell, RefCell};

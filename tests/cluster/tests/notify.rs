@@ -88,10 +88,7 @@ fn nothing_is_sent_for_rolled_back_appends_nor_for_a_map_whose_notifications_are
              COMMIT;",
         )
         .unwrap();
-    assert_eq!(
-        delivered(&mut listener),
-        vec![announced(&loud, "loud", 1)]
-    );
+    assert_eq!(delivered(&mut listener), vec![announced(&loud, "loud", 1)]);
 
     // turned off, the map is quiet again
     writer
@@ -189,10 +186,7 @@ fn a_granted_writer_with_a_hostile_search_path_announces_its_commit() {
          COMMIT;",
     )
     .unwrap();
-    assert_eq!(
-        delivered(&mut listener),
-        vec![announced(&loud, "loud", 2)]
-    );
+    assert_eq!(delivered(&mut listener), vec![announced(&loud, "loud", 2)]);
 }
 
 /// Review finding: an append rolled back to a savepoint, then another write to the same map in
@@ -215,10 +209,7 @@ fn a_rolled_back_append_followed_by_another_write_to_the_map_announces_nothing()
     writer
         .execute("SELECT chunked_map.chunked_register('loud', '{}')", &[])
         .unwrap();
-    assert_eq!(
-        delivered(&mut listener),
-        vec![announced(&loud, "loud", 1)]
-    );
+    assert_eq!(delivered(&mut listener), vec![announced(&loud, "loud", 1)]);
 }
 
 /// Review finding: a transaction whose appends to an announced map all rolled back to a

@@ -118,7 +118,10 @@ fn errors_and_notices_are_the_same_with_the_library_preloaded_and_rust_backtrace
         ],
         &[("RUST_BACKTRACE", "1")],
     );
-    assert_eq!(server_environment(&preloaded, "RUST_BACKTRACE"), Some("1".into()));
+    assert_eq!(
+        server_environment(&preloaded, "RUST_BACKTRACE"),
+        Some("1".into())
+    );
     let outcomes = |cluster: &Cluster| -> Vec<String> {
         let (mut client, notices) = connected(cluster, "d");
         let mut seen: Vec<String> = STATEMENTS

@@ -220,7 +220,10 @@ fn a_role_without_grants_can_neither_hold_nor_read_the_lock_of_a_maps_name() {
         .map(|row| row.get(0))
         .collect();
     for key in [rows[0].get::<_, i64>(0), rows[0].get::<_, i64>(1)] {
-        assert!(!hashes.contains(&key), "lock key {key} is a hash of the name");
+        assert!(
+            !hashes.contains(&key),
+            "lock key {key} is a hash of the name"
+        );
     }
     nobody
         .batch_execute("SELECT pg_advisory_unlock_all()")

@@ -304,7 +304,10 @@ fn a_database_of_0_3_0_upgrades_with_every_page_kept_and_matches_a_fresh_install
     // announced there
     let mut listener = cluster.connect("upgraded");
     let channel = listen_to(&mut listener, "notified");
-    assert!(channel.starts_with("chunked_map_") && channel.len() == 44, "{channel}");
+    assert!(
+        channel.starts_with("chunked_map_") && channel.len() == 44,
+        "{channel}"
+    );
     let seq: i64 = upgraded
         .query_one("SELECT chunked_map.chunked_register('notified', '{}')", &[])
         .unwrap()
@@ -315,7 +318,13 @@ fn a_database_of_0_3_0_upgrades_with_every_page_kept_and_matches_a_fresh_install
         vec![announced(&channel, "notified", 6)]
     );
     // every map goes on where 0.3.0 left off
-    for (map, next) in [("subs", 24), ("audit", 251), ("resized", 17), ("empty", 1), ("bytes", 10)] {
+    for (map, next) in [
+        ("subs", 24),
+        ("audit", 251),
+        ("resized", 17),
+        ("empty", 1),
+        ("bytes", 10),
+    ] {
         let seq: i64 = upgraded
             .query_one("SELECT chunked_map.chunked_register($1, '{}')", &[&map])
             .unwrap()

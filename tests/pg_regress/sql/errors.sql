@@ -1,4 +1,4 @@
--- Every error of SPEC.md's table, with its SQLSTATE, and proof that a bad call changes nothing.
+-- Every error of the contract's error table (docs/contract.md), with its SQLSTATE, and proof that a bad call changes nothing.
 \i setup.psql
 \set VERBOSITY default
 SELECT chunked_start('subs', 2);
