@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds chunked_map and installs it into the system PostgreSQL 15, with the install scripts
+# Builds chunked_map and installs it into the PostgreSQL of $PG_MAJOR (scripts/lib.sh), with the install scripts
 # of earlier versions (which `cargo pgrx install` does not copy) so that
 # `CREATE EXTENSION chunked_map VERSION '0.1.0'` and upgrades from it work.
 # Usage: install-extension.sh [--release]

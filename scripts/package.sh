@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Builds the release extension and makes the Debian package an operator installs with apt or
 # dpkg, laid out and named as Debian's PostgreSQL extension packages are:
-#   target/package/postgresql-15-chunked-map_<version>_<arch>.deb
-# holding the library under PostgreSQL 15's library directory, and the control file and every
+#   target/package/postgresql-15-chunked-map_<version>_<arch>.deb      (PG_MAJOR=15, Debian 12)
+#   target/pg17/package/postgresql-17-chunked-map_<version>_<arch>.deb (in the 17 chroot, Debian 13)
+#   target/pg18/package/postgresql-18-chunked-map_<version>_<arch>.deb (in the 18 chroot, forky)
+# holding the library under that PostgreSQL's library directory, and the control file and every
 # install and upgrade script under its extension directory. The version is Cargo.toml's.
 # Only tools from Debian's packages (dpkg-deb, dpkg-shlibdeps). Prints the package's path.
-# Usage: scripts/package.sh
+# Its Depends are those of the system it is built on: build it on the distribution it is for
+# (scripts/chroot.sh run 17 scripts/package.sh). Usage: scripts/package.sh
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
@@ -15,7 +18,7 @@ version=$(cargo metadata --no-deps --format-version 1 |
     python3 -c 'import json, sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "chunked_map"))')
 arch=$(dpkg --print-architecture)
 name=postgresql-$PG_MAJOR-chunked-map
-out="$REPO_ROOT/target/package"
+out="$CARGO_TARGET_DIR/package"
 staging="$out/staging"
 deb="$out/${name}_${version}_${arch}.deb"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A throw-away PostgreSQL 15 cluster in DIR: its own data directory, port and socket
+# A throw-away PostgreSQL cluster ($PG_MAJOR, scripts/lib.sh) in DIR: its own data directory, port and socket
 # directory (DIR itself), owned by user postgres when run as root. Superuser: postgres.
 #   pgcluster.sh start DIR PORT [-c name=value ...]   initdb (first time) and start
 #   pgcluster.sh stop DIR [fast|immediate]            stop (a crash, with immediate)

@@ -83,7 +83,7 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_drop_wrapper';
 
 CREATE FUNCTION chunked_map.chunked_distribute()
 RETURNS void
-STRICT VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_distribute_wrapper';
 

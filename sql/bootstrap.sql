@@ -38,7 +38,7 @@ CREATE TABLE chunked_map.map_state (
     next_seq              bigint  NOT NULL,
     current_bytes         bigint  NOT NULL DEFAULT 0,
     -- whether committed appends are announced, and on which channel: chunked_map_ and 32
-    -- random hexadecimal digits, given the first time notifications are turned on
+    -- hexadecimal digits of a random UUID, given the first time notifications are turned on
     notify                boolean NOT NULL DEFAULT false,
     notify_channel        text,
     CONSTRAINT map_state_pkey PRIMARY KEY (map)

@@ -23,6 +23,12 @@ CREATE TABLE chunked_map.installation (
 INSERT INTO chunked_map.installation (secret)
 VALUES (pg_catalog.uuid_send(pg_catalog.gen_random_uuid()) || pg_catalog.uuid_send(pg_catalog.gen_random_uuid()));
 REVOKE ALL ON chunked_map.installation FROM PUBLIC;
+CREATE TRIGGER installation_is_kept
+    BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON chunked_map.installation
+    FOR EACH STATEMENT EXECUTE FUNCTION chunked_map.chunked_forbid_rewrite();
+
+-- None of the functions is STRICT (chunked_distribute was, with no argument to be NULL).
+ALTER FUNCTION chunked_map.chunked_distribute() CALLED ON NULL INPUT;
 
 CREATE OR REPLACE FUNCTION chunked_map.chunked_forbid_attachments() RETURNS event_trigger
 LANGUAGE plpgsql
@@ -65,3 +71,8 @@ BEGIN
     END LOOP;
 END
 $$;
+-- A schema's own CREATE TABLE and CREATE TRIGGER elements come with CREATE SCHEMA's tag.
+DROP EVENT TRIGGER chunked_map_attachments;
+CREATE EVENT TRIGGER chunked_map_attachments ON ddl_command_end
+    WHEN TAG IN ('CREATE TRIGGER', 'CREATE TABLE', 'ALTER TABLE', 'CREATE SCHEMA')
+    EXECUTE FUNCTION chunked_map.chunked_forbid_attachments();

@@ -11,6 +11,11 @@ CREATE TRIGGER current_record_is_append_only
 CREATE TRIGGER map_state_is_kept
     BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON chunked_map.map_state
     FOR EACH STATEMENT EXECUTE FUNCTION chunked_map.chunked_forbid_rewrite();
+-- the installation's key, which a role allowed to write every table (pg_write_all_data) could
+-- otherwise replace under running backends
+CREATE TRIGGER installation_is_kept
+    BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON chunked_map.installation
+    FOR EACH STATEMENT EXECUTE FUNCTION chunked_map.chunked_forbid_rewrite();
 
 -- Nor can code be attached to them: a role granted TRIGGER on a storage table (part of ALL)
 -- could add a trigger that the functions, running as the owner, would fire; one granted
@@ -18,8 +23,8 @@ CREATE TRIGGER map_state_is_kept
 -- the end of the command, for anyone but the tables' owner (or a member of it), with the same
 -- 42501 as direct DML.
 --
--- The event trigger runs for every role's CREATE TABLE, ALTER TABLE and CREATE TRIGGER in the
--- database, as that role: it reads only catalogs every role may read, and knows the storage
+-- The event trigger runs for every role's CREATE TABLE, ALTER TABLE, CREATE TRIGGER and CREATE
+-- SCHEMA in the database, as that role: it reads only catalogs every role may read, and knows the storage
 -- tables as the tables that belong to the extension (pg_depend), never by their names, whose
 -- lookup needs USAGE on the schema chunked_map. For anything but the storage tables it does
 -- nothing, says nothing and raises nothing.
@@ -64,6 +69,7 @@ BEGIN
     END LOOP;
 END
 $$;
+-- (CREATE SCHEMA: a schema's own CREATE TABLE and CREATE TRIGGER elements come with its tag)
 CREATE EVENT TRIGGER chunked_map_attachments ON ddl_command_end
-    WHEN TAG IN ('CREATE TRIGGER', 'CREATE TABLE', 'ALTER TABLE')
+    WHEN TAG IN ('CREATE TRIGGER', 'CREATE TABLE', 'ALTER TABLE', 'CREATE SCHEMA')
     EXECUTE FUNCTION chunked_map.chunked_forbid_attachments();

@@ -61,24 +61,164 @@ pub unsafe fn payload_bytes(datum: pg_sys::Datum) -> usize {
     unsafe { binary_bytes(datum).max(text_bytes(datum)) }
 }
 
-/// Length of the value's JSON text, as `jsonb_out` writes it. Detoasts a compressed or external
-/// value (a copy in the current memory context) and frees what it allocates.
+/// Length of the value's JSON text, as `jsonb_out` writes it, computed without writing it:
+/// walking the value's tokens, adding what `JsonbToCString` would write for each (brackets,
+/// `", "` and `": "` separators, escaped strings, numbers as `numeric_out` prints them, literals).
+/// Its memory is the iterator's, whatever the text's length: a number like `1e131071` is 22
+/// bytes stored and 131,072 characters of text, and 9,000 of them would be a gigabyte to render
+/// (`tests`: the same length as `jsonb::text` for every kind of value).
 ///
 /// # Safety
 /// `datum` is a non-NULL jsonb datum.
 unsafe fn text_bytes(datum: pg_sys::Datum) -> usize {
+    // SAFETY: a jsonb datum, detoasted (a copy in the current memory context when it was
+    // compressed or stored out of line, freed below); the iterator reads its container and
+    // frees its own state as it finishes each level.
     unsafe {
         let stored = datum.cast_mut_ptr::<pg_sys::varlena>();
         let value = pg_sys::pg_detoast_datum(stored);
-        let jsonb = value as *mut pg_sys::Jsonb;
-        let size = i32::try_from(varlena::varsize_any(value)).unwrap_or(i32::MAX);
-        let text = pg_sys::JsonbToCString(std::ptr::null_mut(), &mut (*jsonb).root, size);
-        let length = std::ffi::CStr::from_ptr(text).to_bytes().len();
-        pg_sys::pfree(text.cast());
+        let jsonb = value.cast::<pg_sys::Jsonb>();
+        let mut iterator = pg_sys::JsonbIteratorInit(&mut (*jsonb).root);
+        let mut token = pg_sys::JsonbValue {
+            type_: pg_sys::jbvType::jbvNull,
+            val: pg_sys::JsonbValue__bindgen_ty_1 { boolean: false },
+        };
+        let mut length = 0_usize;
+        // whether the next item needs a ", " before it
+        let mut after_item = false;
+        // a raw scalar (a top-level string, number, ...) is an array written without brackets;
+        // the iterator says so when the array begins only
+        let mut raw_scalar = false;
+        loop {
+            let kind = pg_sys::JsonbIteratorNext(&mut iterator, &mut token, false);
+            use pg_sys::JsonbIteratorToken::*;
+            match kind {
+                WJB_DONE => break,
+                WJB_BEGIN_ARRAY | WJB_BEGIN_OBJECT => {
+                    length += separator(after_item);
+                    raw_scalar = kind == WJB_BEGIN_ARRAY && token.val.array.rawScalar;
+                    length += usize::from(!raw_scalar);
+                    after_item = false;
+                }
+                WJB_END_ARRAY | WJB_END_OBJECT => {
+                    length += usize::from(!raw_scalar);
+                    after_item = true;
+                }
+                WJB_KEY => {
+                    length += separator(after_item) + scalar_text_bytes(&token) + 2;
+                    // the value that follows (a scalar, or a container) needs no separator
+                    after_item = false;
+                }
+                WJB_VALUE | WJB_ELEM => {
+                    length += separator(after_item) + scalar_text_bytes(&token);
+                    after_item = true;
+                }
+                _ => {}
+            }
+        }
         if value != stored {
             pg_sys::pfree(value.cast());
         }
         length
+    }
+}
+
+/// `", "` between two items of a container.
+fn separator(after_item: bool) -> usize {
+    if after_item {
+        2
+    } else {
+        0
+    }
+}
+
+/// Length of a scalar's JSON text: a string quoted and escaped as `escape_json` does, a number
+/// as `numeric_out` prints it, `true`, `false`, `null`.
+///
+/// # Safety
+/// `value` is a scalar the jsonb iterator returned, valid now.
+unsafe fn scalar_text_bytes(value: &pg_sys::JsonbValue) -> usize {
+    // SAFETY: the union member named by the value's type.
+    unsafe {
+        match value.type_ {
+            pg_sys::jbvType::jbvString => {
+                let string = value.val.string;
+                let bytes = std::slice::from_raw_parts(
+                    string.val.cast::<u8>(),
+                    usize::try_from(string.len).unwrap_or(0),
+                );
+                2 + bytes
+                    .iter()
+                    .map(|byte| match byte {
+                        b'"' | b'\\' | 0x08 | 0x0c | b'\n' | b'\r' | b'\t' => 2,
+                        0x00..=0x1f => 6,
+                        _ => 1,
+                    })
+                    .sum::<usize>()
+            }
+            pg_sys::jbvType::jbvNumeric => numeric_text_bytes(value.val.numeric),
+            pg_sys::jbvType::jbvBool => {
+                if value.val.boolean {
+                    4
+                } else {
+                    5
+                }
+            }
+            _ => 4,
+        }
+    }
+}
+
+/// Length of a number's text as `numeric_out` prints it, from the numeric's header alone: a
+/// sign, the integer part (`0` below 1; else the first base-10000 digit without its leading
+/// zeros and 4 decimal digits per further one), and a point and `dscale` digits.
+///
+/// # Safety
+/// `numeric` points to a numeric varlena (4-byte header), valid now.
+unsafe fn numeric_text_bytes(numeric: pg_sys::Numeric) -> usize {
+    const SIGN_MASK: u16 = 0xC000;
+    const NEGATIVE: u16 = 0x4000;
+    const SHORT: u16 = 0x8000;
+    const SPECIAL: u16 = 0xC000;
+    // SAFETY: the numeric's header (after its 4-byte varlena header) and its digits, within the
+    // value's size.
+    unsafe {
+        let base = numeric.cast::<u8>();
+        let size = pgrx::varlena::varsize_any(numeric.cast());
+        let read_u16 = |at: usize| u16::from_ne_bytes([*base.add(at), *base.add(at + 1)]);
+        let header = read_u16(4);
+        let (negative, dscale, weight, digits_at) = if header & SIGN_MASK == SPECIAL {
+            // NaN and infinities: jsonb holds none; measured by printing, to be safe
+            let text = pg_sys::numeric_out_sci(numeric, 0);
+            let length = std::ffi::CStr::from_ptr(text).to_bytes().len();
+            pg_sys::pfree(text.cast());
+            return length;
+        } else if header & SIGN_MASK == SHORT {
+            let weight_bits = i32::from(header & 0x003F);
+            let weight = if header & 0x0040 != 0 {
+                weight_bits | !0x003F
+            } else {
+                weight_bits
+            };
+            (header & 0x2000 != 0, usize::from((header & 0x1F80) >> 7), weight, 6)
+        } else {
+            let weight = i32::from(i16::from_ne_bytes(read_u16(6).to_ne_bytes()));
+            (header & SIGN_MASK == NEGATIVE, usize::from(header & 0x3FFF), weight, 8)
+        };
+        let ndigits = size.saturating_sub(digits_at) / 2;
+        let integer_part = if weight < 0 {
+            1
+        } else {
+            let first = if ndigits > 0 { read_u16(digits_at) } else { 0 };
+            let first_width = match first {
+                0..=9 => 1,
+                10..=99 => 2,
+                100..=999 => 3,
+                _ => 4,
+            };
+            first_width + 4 * usize::try_from(weight).unwrap_or(0)
+        };
+        usize::from(negative) + integer_part + if dscale > 0 { 1 + dscale } else { 0 }
     }
 }
 

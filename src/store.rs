@@ -552,7 +552,7 @@ pub fn set_chunk_size(
 }
 
 /// Turns the announcement of committed appends on or off. The map gets its channel the first
-/// time they are turned on, and keeps it: `chunked_map_` and 32 random hexadecimal digits, a
+/// time they are turned on, and keeps it: `chunked_map_` and a random UUID's 32 hexadecimal digits, a
 /// name no role can guess from the map's.
 const SET_NOTIFY: Statement = Statement {
     name: "set_notify",

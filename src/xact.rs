@@ -58,6 +58,15 @@ pub struct Announcement {
     pub last_seq: i64,
 }
 
+/// An announcement and the extension (its `pg_extension` oid) whose map it is: an extension
+/// dropped and created again in the same transaction has another oid, and none of the old one's
+/// maps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Pending {
+    announcement: Announcement,
+    extension: pg_sys::Oid,
+}
+
 /// A remembered thing and the subtransaction that made it.
 #[derive(Debug, Clone)]
 struct Made<T> {
@@ -73,7 +82,7 @@ thread_local! {
     /// Per map this transaction may announce: what its commit would send (`None`: nothing, the
     /// map's notifications were turned off or it was dropped), by subtransaction (innermost
     /// last).
-    static TO_ANNOUNCE: RefCell<BTreeMap<String, Vec<Made<Option<Announcement>>>>> =
+    static TO_ANNOUNCE: RefCell<BTreeMap<String, Vec<Made<Option<Pending>>>>> =
         const { RefCell::new(BTreeMap::new()) };
 }
 
@@ -115,7 +124,15 @@ fn remember(map: &str, what: Written) {
 /// Announce `map` when this transaction commits (unless the subtransaction that asked rolls
 /// back, or the transaction turns the map's notifications off before then).
 pub fn announce_at_commit(map: &str, announcement: Announcement) {
-    push_announcement(map, Some(announcement), true);
+    let extension = extension_oid();
+    push_announcement(
+        map,
+        Some(Pending {
+            announcement,
+            extension,
+        }),
+        true,
+    );
 }
 
 /// The map's notifications were turned off: its commit announces nothing of it, unless the
@@ -131,7 +148,7 @@ pub fn forget_dropped(map: &str) {
     announce_nothing(map);
 }
 
-fn push_announcement(map: &str, announcement: Option<Announcement>, create: bool) {
+fn push_announcement(map: &str, announcement: Option<Pending>, create: bool) {
     let by = current_subtransaction();
     TO_ANNOUNCE.with(|maps| {
         let mut maps = maps.borrow_mut();
@@ -150,14 +167,26 @@ fn push_announcement(map: &str, announcement: Option<Announcement>, create: bool
     });
 }
 
-/// What this transaction's commit sends now, by map.
+/// What this transaction's commit sends now, by map: what it announced of the extension as it
+/// is installed now (none once it was dropped).
 fn announcements() -> Vec<(String, Announcement)> {
-    TO_ANNOUNCE.with(|maps| {
+    let pending: Vec<(String, Pending)> = TO_ANNOUNCE.with(|maps| {
         maps.borrow()
             .iter()
             .filter_map(|(map, stack)| Some((map.clone(), stack.last()?.what.clone()?)))
             .collect()
-    })
+    });
+    // Every process's transactions end here, also those of processes that have no database
+    // (the autovacuum launcher): the catalog is looked at only when there is something to send.
+    if pending.is_empty() {
+        return Vec::new();
+    }
+    let extension = extension_oid();
+    pending
+        .into_iter()
+        .filter(|(_, pending)| extension != pg_sys::InvalidOid && pending.extension == extension)
+        .map(|(map, pending)| (map, pending.announcement))
+        .collect()
 }
 
 /// Whether the storage tables are distributed, found by `look` once per transaction.
@@ -287,13 +316,10 @@ unsafe extern "C-unwind" fn on_subtransaction_event(
     }
 }
 
-/// Sends one notification per map this transaction announces, unless the transaction dropped
-/// the extension (and with it every map).
+/// Sends one notification per map this transaction announces (none when it dropped the
+/// extension, and with it every map).
 fn announce() {
     let announcements = announcements();
-    if announcements.is_empty() || !extension_exists() {
-        return;
-    }
     for (map, Announcement { channel, last_seq }) in announcements {
         let payload = serde_json::json!({"map": map, "last_seq": last_seq}).to_string();
         let channel = CString::new(channel).unwrap_or_default();
@@ -305,8 +331,9 @@ fn announce() {
     }
 }
 
-/// Whether the extension is still installed in this database, from the catalog (no SQL).
-fn extension_exists() -> bool {
-    // SAFETY: a catalog lookup inside the committing transaction, which can still read.
-    unsafe { pg_sys::get_extension_oid(c"chunked_map".as_ptr(), true) != pg_sys::InvalidOid }
+/// The extension as it is installed in this database now (`InvalidOid`: not installed), from the
+/// catalog (no SQL).
+fn extension_oid() -> pg_sys::Oid {
+    // SAFETY: a catalog lookup by name inside the transaction, which raises nothing when missing.
+    unsafe { pg_sys::get_extension_oid(c"chunked_map".as_ptr(), true) }
 }

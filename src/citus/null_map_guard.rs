@@ -140,13 +140,14 @@ unsafe fn citus_would_delegate_with_a_null_map(root: *mut pg_sys::PlannerInfo) -
             (Some(call), None) | (None, Some(call)) => call.cast::<pg_sys::FuncExpr>(),
             _ => return false,
         };
-        if !is_ours((*call).funcid) || pg_sys::contain_volatile_functions((*call).args.cast()) {
-            return false;
-        }
         let args = PgList::<pg_sys::Node>::from_pg((*call).args);
-        args.get_ptr(0).is_some_and(|map| {
+        let null_map = args.get_ptr(0).is_some_and(|map| {
             is_a(map, pg_sys::NodeTag::T_Const) && (*map.cast::<pg_sys::Const>()).constisnull
-        })
+        });
+        // the catalog is looked at for a NULL first argument only
+        null_map
+            && !pg_sys::contain_volatile_functions((*call).args.cast())
+            && is_ours((*call).funcid)
     }
 }
 
@@ -209,11 +210,13 @@ unsafe fn is_a(node: *mut pg_sys::Node, tag: pg_sys::NodeTag) -> bool {
     !node.is_null() && unsafe { (*node).type_ } == tag
 }
 
-/// Whether the function belongs to the extension's schema.
+/// Whether the function belongs to the extension (a member of it, as `pg_depend` records: a
+/// role's own function in a schema of the same name is not).
 fn is_ours(function: pg_sys::Oid) -> bool {
     // SAFETY: catalog lookups by name (missing is fine) and by oid.
     unsafe {
-        let schema = pg_sys::get_namespace_oid(c"chunked_map".as_ptr(), true);
-        schema != pg_sys::InvalidOid && pg_sys::get_func_namespace(function) == schema
+        let extension = pg_sys::get_extension_oid(c"chunked_map".as_ptr(), true);
+        extension != pg_sys::InvalidOid
+            && pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, function) == extension
     }
 }

@@ -46,8 +46,9 @@ impl Failure {
     }
 }
 
-/// An ERROR PostgreSQL raised, copied whole into the top transaction's memory, which lasts
-/// until the error has been raised again (or the transaction ends).
+/// An ERROR PostgreSQL raised, copied whole into the current (sub)transaction's memory, which
+/// lasts until the error has been raised again and is freed when that (sub)transaction aborts:
+/// a loop that catches errors of the extension's calls in savepoints holds no more memory.
 pub struct PgError(NonNull<pg_sys::ErrorData>);
 
 // SAFETY: a backend runs one thread; a PgError only moves up that thread's own stack (the
@@ -138,14 +139,14 @@ pub unsafe fn catching<T: Copy>(call: impl FnOnce() -> T + Copy) -> Result<T, Pg
 }
 
 /// Memory that outlives the unwinding after a caught error (SPI's, where the error may have
-/// been caught, is freed on the way).
+/// been caught, is freed on the way) and is freed with the (sub)transaction the error aborts.
 fn lasting_memory() -> pg_sys::MemoryContext {
     // SAFETY: reading PostgreSQL's global memory context pointers.
     unsafe {
-        if pg_sys::TopTransactionContext.is_null() {
+        if pg_sys::CurTransactionContext.is_null() {
             pg_sys::TopMemoryContext
         } else {
-            pg_sys::TopTransactionContext
+            pg_sys::CurTransactionContext
         }
     }
 }

@@ -1,18 +1,25 @@
 //! A throw-away Citus cluster: a coordinator and two workers, each a [`Cluster`] on loopback
 //! with Citus preloaded, one database with `citus` and `chunked_map` in it, the workers added
 //! to the coordinator. For `tests/citus.rs`, run by `scripts/test-citus.sh` where Citus is
-//! installed in the PostgreSQL 15 found here (the project never builds or ships Citus).
+//! installed in the PostgreSQL the tests run against (the project never builds or ships Citus).
 
-use std::path::Path;
+use std::path::PathBuf;
 
-use crate::{Client, Cluster, SUPERUSER};
+use crate::{pg_bin, Client, Cluster, SUPERUSER};
 
-/// Where Debian's PostgreSQL 15 keeps extension control files.
-const CITUS_CONTROL: &str = "/usr/share/postgresql/15/extension/citus.control";
+/// Where that PostgreSQL keeps Citus's control file.
+fn citus_control() -> PathBuf {
+    let sharedir = std::process::Command::new(pg_bin("pg_config"))
+        .arg("--sharedir")
+        .output()
+        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+        .unwrap_or_default();
+    PathBuf::from(sharedir).join("extension/citus.control")
+}
 
-/// Whether Citus is installed in the PostgreSQL 15 found here.
+/// Whether Citus is installed in the PostgreSQL the tests run against.
 pub fn citus_installed() -> bool {
-    Path::new(CITUS_CONTROL).exists()
+    citus_control().exists()
 }
 
 pub struct CitusCluster {
@@ -33,7 +40,8 @@ impl CitusCluster {
     pub fn start_preloading(database: &str, libraries: &str) -> CitusCluster {
         assert!(
             citus_installed(),
-            "Citus is not installed in PostgreSQL 15 ({CITUS_CONTROL} is missing)"
+            "Citus is not installed ({} is missing)",
+            citus_control().display()
         );
         let preload = format!("shared_preload_libraries='{libraries}'");
         let settings = [

@@ -35,8 +35,31 @@ pub fn extension_version() -> String {
         .to_owned()
 }
 
+/// The PostgreSQL the tests run against: its major version, its programs and its PGXS test
+/// runners, as `scripts/lib.sh` exports them for the `PG_MAJOR` it was given (Debian 12's
+/// PostgreSQL 15 when run by hand without it).
+pub fn pg_major() -> u32 {
+    std::env::var("CHUNKED_MAP_PG_MAJOR")
+        .ok()
+        .and_then(|major| major.parse().ok())
+        .unwrap_or(15)
+}
+
+pub fn pg_bin_dir() -> PathBuf {
+    std::env::var_os("CHUNKED_MAP_PGBIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(format!("/usr/lib/postgresql/{}/bin", pg_major())))
+}
+
 pub fn pg_bin(program: &str) -> PathBuf {
-    Path::new("/usr/lib/postgresql/15/bin").join(program)
+    pg_bin_dir().join(program)
+}
+
+/// PGXS's directory (`pg_regress` and `pg_isolation_regress` are under `src/test`).
+pub fn pgxs_dir() -> PathBuf {
+    std::env::var_os("CHUNKED_MAP_PGXS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(format!("/usr/lib/postgresql/{}/lib/pgxs", pg_major())))
 }
 
 pub struct Cluster {

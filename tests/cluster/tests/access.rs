@@ -109,11 +109,16 @@ fn no_role_but_the_owner_can_change_or_remove_history_even_with_table_privileges
     }
     // nor can anything be attached to the storage tables: a trigger would see (or change) every
     // write, a foreign key would block or cascade into a map's drop
+    let database: String = owner
+        .query_one("SELECT current_database()::text", &[])
+        .unwrap()
+        .get(0);
     owner
-        .batch_execute(
+        .batch_execute(&format!(
             "GRANT CREATE ON SCHEMA public TO intruder;
-             ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT ALL ON TABLES TO intruder;",
-        )
+             GRANT CREATE ON DATABASE \"{database}\" TO intruder;
+             ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT ALL ON TABLES TO intruder;"
+        ))
         .unwrap();
     intruder
         .batch_execute(
@@ -141,6 +146,11 @@ fn no_role_but_the_owner_can_change_or_remove_history_even_with_table_privileges
             "ALTER TABLE public.keeps ADD FOREIGN KEY (map) REFERENCES chunked_map.map_state (map)",
             "a foreign key to chunked_map.map_state",
         ),
+        // a schema's own tables come with CREATE SCHEMA's tag
+        (
+            "CREATE SCHEMA evil CREATE TABLE fk (map text REFERENCES chunked_map.map_state (map))",
+            "a foreign key to chunked_map.map_state",
+        ),
     ];
     for (sql, message) in attachments {
         let error = assert_error(intruder.batch_execute(sql), "42501", message);
@@ -163,6 +173,26 @@ fn no_role_but_the_owner_can_change_or_remove_history_even_with_table_privileges
         .unwrap()
         .get(0);
     assert_eq!(attached, 0, "nothing attached");
+    // nor can a role allowed to write every table (pg_write_all_data) replace the installation's
+    // key, nor one that may read every table change anything
+    owner
+        .batch_execute("CREATE ROLE writes_all; GRANT pg_write_all_data, pg_read_all_data TO writes_all")
+        .unwrap();
+    owner.batch_execute("SET ROLE writes_all").unwrap();
+    for (sql, message) in [
+        (
+            "UPDATE chunked_map.installation SET secret = '\\x00'",
+            "UPDATE on chunked_map.installation",
+        ),
+        (
+            "INSERT INTO chunked_map.installation VALUES ('\\x00')",
+            "INSERT on chunked_map.installation",
+        ),
+        ("DELETE FROM chunked_map.map_state", "DELETE on chunked_map.map_state"),
+    ] {
+        assert_error(owner.batch_execute(sql), "42501", message);
+    }
+    owner.batch_execute("RESET ROLE").unwrap();
     // dropping a map is the owner's function, not granted to others by default
     assert_error(
         intruder.query("SELECT chunked_map.chunked_drop('audit')", &[]),

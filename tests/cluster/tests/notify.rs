@@ -289,6 +289,26 @@ fn what_the_transaction_dropped_is_not_announced() {
         .get(0);
     assert_eq!(left, 0);
     assert_eq!(delivered(&mut listener), vec![]);
+    // dropped and created again in the transaction: the new extension has none of the maps
+    writer
+        .batch_execute(
+            "CREATE EXTENSION chunked_map;
+             SELECT chunked_map.chunked_start('again');
+             SELECT chunked_map.chunked_set_notify('again', true);",
+        )
+        .unwrap();
+    let again = listen_to(&mut listener, "again");
+    writer
+        .batch_execute(
+            "BEGIN;
+             SELECT chunked_map.chunked_register('again', '{}');
+             DROP EXTENSION chunked_map CASCADE;
+             CREATE EXTENSION chunked_map;
+             COMMIT;",
+        )
+        .unwrap();
+    assert_eq!(delivered(&mut listener), vec![]);
+    let _ = again;
 }
 
 /// The decision is the commit's: notifications turned on after the transaction appended to the

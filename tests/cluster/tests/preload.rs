@@ -248,6 +248,20 @@ fn the_null_map_guard_answers_only_the_query_shape_citus_delegates() {
         "22004",
         "argument \"map\" must not be null",
     );
+    // a function of the same schema's name that is not the extension's: nothing
+    let (mut other, _notices) = connected(&cluster, "other");
+    other
+        .batch_execute(
+            "DROP EXTENSION chunked_map;
+             CREATE SCHEMA IF NOT EXISTS chunked_map;
+             CREATE FUNCTION chunked_map.lookup(m text) RETURNS text LANGUAGE plpgsql AS 'BEGIN RETURN m; END';",
+        )
+        .unwrap();
+    let looked: Option<String> = other
+        .query_one("SELECT chunked_map.lookup(NULL)", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(looked, None);
     for sql in [
         "SELECT chunked_map.chunked_info(NULL) WHERE false",
         "SELECT 1 FROM (SELECT chunked_map.chunked_info(NULL)) AS s LIMIT 0",

@@ -10,9 +10,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use chunked_map_cluster_tests::{repo_root, Cluster, SUPERUSER};
-
-const PGXS_TEST: &str = "/usr/lib/postgresql/15/lib/pgxs/src/test";
+use chunked_map_cluster_tests::{pg_bin_dir, pgxs_dir, repo_root, Cluster, SUPERUSER};
 
 #[test]
 fn pg_regress_output_matches_the_expected_files() {
@@ -34,14 +32,14 @@ fn run_suite(runner: &str, suite: &str, database: &str) {
     let output_dir = cluster.socket_dir().join("results-dir");
     std::fs::create_dir_all(&output_dir).expect("output directory");
 
-    let status = Command::new(Path::new(PGXS_TEST).join(runner))
+    let status = Command::new(pgxs_dir().join("src/test").join(runner))
         .arg(format!("--inputdir={}", suite.display()))
         .arg(format!("--outputdir={}", output_dir.display()))
         .arg(format!("--schedule={}", suite.join("schedule").display()))
         .arg(format!("--host={}", cluster.socket_dir().display()))
         .arg(format!("--port={}", cluster.port()))
         .arg(format!("--user={SUPERUSER}"))
-        .arg("--bindir=/usr/lib/postgresql/15/bin")
+        .arg(format!("--bindir={}", pg_bin_dir().display()))
         .arg(format!("--dbname={database}"))
         // the regression scripts' `\i setup.psql` is relative to here
         .current_dir(&suite)

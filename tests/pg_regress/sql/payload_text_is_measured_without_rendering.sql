@@ -1,0 +1,39 @@
+-- A payload's size is the larger of its binary jsonb size and the length of its JSON text, and
+-- the text's length is computed from the value without writing the text: for every kind of
+-- value it is exactly what jsonb::text gives, and 9,000 numbers of 131,072 characters each
+-- (2.6 KB stored, over a gigabyte of text) are refused at once with 54000, not after rendering
+-- a gigabyte.
+\i setup.psql
+SELECT chunked_start('m');
+SET chunked_map.max_payload_bytes = 1;
+CREATE TEMP TABLE corpus (v jsonb);
+INSERT INTO corpus VALUES ('1e131071'), ('-1e-400'), ('0'), ('-0.0'), ('0.000'),
+    ('123456789012345678901234567890'), ('-12.5'), ('1.50'), ('"a\"b\\c\n\t\u0001\u001f é ☕"'),
+    ('{"a": [1, 2, {"b": null}], "c": {}, "d": []}'), ('[[], {}, [[]], "x", true, false, null]'),
+    ('{}'), ('[]'), ('true'), ('false'), ('null'), ('""'), ('{"k": "v", "k2": {"n": [1e10, 2.000001, -3]}}'),
+    ('[1e131071, 2]'), (('"' || repeat('x', 1000) || '"')::jsonb),
+    (jsonb_build_object('e', chr(1) || chr(31) || '"', 'u', '☕', '"quoted key"', 1));
+INSERT INTO corpus SELECT jsonb_agg(i * 1.5) FROM generate_series(1, 1000) AS i;
+INSERT INTO corpus SELECT ('9' || repeat('0', i % 50) || '.1' || repeat('0', i % 7))::jsonb FROM generate_series(1, 200) AS i;
+INSERT INTO corpus SELECT ('-0.' || repeat('0', i) || '1')::jsonb FROM generate_series(1, 40) AS i;
+INSERT INTO corpus SELECT (i::numeric * 10 ^ (i % 20) - 10 ^ (i % 9))::text::jsonb FROM generate_series(1, 100) AS i;
+-- the size each refusal names, against the text PostgreSQL writes (and the binary size of the
+-- value as built, uncompressed)
+CREATE FUNCTION pg_temp.refused_size(v jsonb) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    message text;
+BEGIN
+    PERFORM chunked_register('m', v);
+    RETURN NULL;
+EXCEPTION WHEN program_limit_exceeded THEN
+    GET STACKED DIAGNOSTICS message = MESSAGE_TEXT;
+    RETURN substring(message FROM 'payload of (\d+) bytes')::bigint;
+END
+$$;
+SELECT count(*) AS values,
+       count(*) FILTER (WHERE pg_temp.refused_size(v)
+                              = greatest(octet_length(v::text), pg_column_size(v::text::jsonb) - 4)) AS sized_exactly
+FROM corpus;
+\set VERBOSITY default
+SELECT chunked_register('m', (SELECT jsonb_agg('1e131071'::jsonb) FROM generate_series(1, 9000)));
+\echo :LAST_ERROR_SQLSTATE
