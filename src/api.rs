@@ -174,7 +174,7 @@ sql_function!(
     chunked_distribute_wrapper,
     |call| {
         call.writes(c"chunked_distribute()");
-        let distributed = crate::distribute::distribute();
+        let distributed = crate::citus::distribute::distribute();
         pgrx::notice!(
             "chunked_map: distributed {} tables and {} functions now (the others were already)",
             distributed.tables,

@@ -6,19 +6,27 @@
 //! advanced by every append under that lock: the state row is the one source of truth, read by
 //! the lock holder, never derived from what a snapshot happens to see.
 
-use pgrx::pg_sys;
-use pgrx::PgMemoryContexts;
-
 use crate::chunking::{self, Batch};
+use crate::citus;
 use crate::error::{ChunkedError, OrRaise};
 use crate::guc;
 use crate::input::{self, MapName};
-use crate::jsonb::{self, Jsonb, JsonbArray};
+use crate::jsonb::{BatchMemory, Jsonb, JsonbArray, Payload};
 use crate::lock;
-use crate::spi::{self, Session};
-use crate::store::{self, Appended, MapState};
+use crate::pg::spi::Session;
+use crate::statements;
+use crate::statements::state::{self, MapState};
+use crate::statements::writes::{self as store, Written};
 use crate::token::archived_token;
-use crate::xact::{self, Announcement, Written};
+use crate::xact::{self, Announcement, Remembered};
+
+/// How an append went.
+enum Appended {
+    /// By the one-statement append, which does not report the state row's new address.
+    InOneStatement { seq: i64 },
+    /// By a statement that reports the state row's address and the map's channel.
+    Written(Written),
+}
 
 /// Starts a map; `false` (and no change) when it already exists. Never waits (unless
 /// `chunked_map.lock_timeout` says so). The map's name is locked (see `lock`) by a start that
@@ -29,11 +37,11 @@ use crate::xact::{self, Announcement, Written};
 /// so it has nothing to wait for. Under REPEATABLE READ and SERIALIZABLE, a map started or
 /// dropped after the snapshot is 40001.
 pub fn start(map: MapName<'_>, chunk_size: i32) -> bool {
-    spi::connect(|session| {
+    statements::connect(|session| {
         let repeatable = lock::uses_transaction_snapshot();
-        let visible = store::map_rows_visible_to_writer(session, map.as_str()) > 0;
+        let visible = state::visible_to_writer(session, map.as_str());
         let now = if repeatable {
-            store::map_exists_now(session, map.as_str())
+            state::map_exists_now(session, map.as_str())
         } else {
             visible
         };
@@ -43,7 +51,7 @@ pub fn start(map: MapName<'_>, chunk_size: i32) -> bool {
         if visible {
             // a drop of it may be under way
             lock::probe_name(session, map);
-            if store::map_exists_now(session, map.as_str()) {
+            if state::map_exists_now(session, map.as_str()) {
                 return false;
             }
             if repeatable {
@@ -52,7 +60,7 @@ pub fn start(map: MapName<'_>, chunk_size: i32) -> bool {
         }
         lock::lock_name(session, map);
         // started by a transaction that committed while this one took the lock
-        if store::map_exists_now(session, map.as_str()) {
+        if state::map_exists_now(session, map.as_str()) {
             if repeatable {
                 changed_after_snapshot(map);
             }
@@ -75,34 +83,35 @@ fn changed_after_snapshot(map: MapName<'_>) -> ! {
 /// path takes the lock on its own, to tell why the fast one found nothing, archives a full
 /// chunk, and reports what an announced map needs.
 pub fn append(map: MapName<'_>, payload: Jsonb<'_>) -> i64 {
-    let payload = (payload, payload.size());
-    input::payload_size(payload.1, guc::payload_limit()).or_raise();
+    let payload = input::payload(payload, guc::payload_limit()).or_raise();
     let max_chunk_bytes = guc::max_chunk_bytes();
-    let written = xact::written(map.as_str());
-    let appended = spi::connect(|session| {
-        let fast = match written {
+    let remembered = xact::written(map.as_str());
+    let appended = statements::connect(|session| {
+        let fast = match remembered {
             // Citus would not route the one-statement append to the map's shard
-            _ if store::tables_are_distributed(session) => None,
+            _ if citus::tables_are_distributed(session) => None,
             // the first append of this transaction to the map
-            None => store::append(session, map.as_str(), payload, max_chunk_bytes).map(Ok),
-            Some(Written::At(tid)) => {
-                store::append_at(session, map.as_str(), tid, payload, max_chunk_bytes).map(Err)
+            None => store::append(session, map.as_str(), payload, max_chunk_bytes)
+                .map(|seq| Appended::InOneStatement { seq }),
+            Some(Remembered::At(tid)) => {
+                store::append_at(session, map.as_str(), tid, payload, max_chunk_bytes)
+                    .map(Appended::Written)
             }
-            Some(Written::Somewhere) => None,
+            Some(Remembered::Somewhere) => None,
         };
         fast.unwrap_or_else(|| {
             let state = lock::lock_existing_map(session, map);
-            Err(append_locked(session, map, state, payload, max_chunk_bytes))
+            Appended::Written(append_locked(session, map, state, payload, max_chunk_bytes))
         })
     });
     match appended {
-        Ok(seq) => {
+        Appended::InOneStatement { seq } => {
             xact::remember_written_somewhere(map.as_str());
             seq
         }
-        Err(appended) => {
-            let seq = appended.seq;
-            wrote(map, appended);
+        Appended::Written(written) => {
+            let seq = written.seq;
+            wrote(map, written);
             seq
         }
     }
@@ -110,13 +119,12 @@ pub fn append(map: MapName<'_>, payload: Jsonb<'_>) -> i64 {
 
 /// Appends one record only if the map's newest sequence is `expected_last_seq` (0: empty map).
 pub fn append_if_last(map: MapName<'_>, payload: Jsonb<'_>, expected_last_seq: i64) -> i64 {
-    let payload = (payload, payload.size());
-    input::payload_size(payload.1, guc::payload_limit()).or_raise();
+    let payload = input::payload(payload, guc::payload_limit()).or_raise();
     let max_chunk_bytes = guc::max_chunk_bytes();
-    let appended = spi::connect(|session| {
+    let appended = statements::connect(|session| {
         // Sequences only grow: an expectation below the newest sequence this transaction sees
         // can never come true, whoever holds the map now.
-        if let Some(next_seq) = store::next_seq_for_writer(session, map.as_str()) {
+        if let Some(next_seq) = state::next_seq_for_writer(session, map.as_str()) {
             if expected_last_seq < next_seq - 1 {
                 return Err(ChunkedError::UnexpectedLastSeq {
                     map: map.as_str().to_owned(),
@@ -147,16 +155,16 @@ fn append_locked(
     session: &Session,
     map: MapName<'_>,
     state: MapState,
-    payload: (Jsonb<'_>, usize),
+    payload: Payload<'_>,
     max_chunk_bytes: usize,
-) -> Appended {
-    let state = if state.current.fits(payload.1, max_chunk_bytes) {
+) -> Written {
+    let state = if state.current.fits(payload.bytes(), max_chunk_bytes) {
         state
     } else {
         archive_current(session, map, &state, max_chunk_bytes)
     };
-    let append_at = if store::tables_are_distributed(session) {
-        store::append_at_routed
+    let append_at = if citus::tables_are_distributed(session) {
+        citus::statements::append_at_routed
     } else {
         store::append_at
     };
@@ -207,7 +215,7 @@ fn archive_current(
 /// server once.
 pub fn append_many(map: MapName<'_>, payloads: JsonbArray<'_>) -> (i64, i64) {
     let limit = guc::payload_limit();
-    let (payloads, sizes): (Vec<Jsonb<'_>>, Vec<usize>) = payloads
+    let payloads: Vec<Payload<'_>> = payloads
         .elements()
         .into_iter()
         .enumerate()
@@ -218,13 +226,12 @@ pub fn append_many(map: MapName<'_>, payloads: JsonbArray<'_>) -> (i64, i64) {
                     index: index + 1,
                 })
                 .or_raise();
-            let size = payload.size();
-            input::payload_size(size, limit).or_raise();
-            (payload, size)
+            input::payload(payload, limit).or_raise()
         })
-        .unzip();
+        .collect();
+    let sizes: Vec<usize> = payloads.iter().map(|p| p.bytes()).collect();
     let max_chunk_bytes = guc::max_chunk_bytes();
-    let (first, tid, announce_on) = spi::connect(|session| {
+    let (first, tid, announce_on) = statements::connect(|session| {
         let mut state = lock::lock_existing_map(session, map);
         let first = state.current.next_seq;
         if payloads.is_empty() {
@@ -232,11 +239,11 @@ pub fn append_many(map: MapName<'_>, payloads: JsonbArray<'_>) -> (i64, i64) {
         }
         let Batch { fill, chunks } =
             chunking::plan_batch(&state.current, state.chunk_size, &sizes, max_chunk_bytes);
-        let mut batch_memory = PgMemoryContexts::new("chunked_map batch");
+        let mut memory = BatchMemory::new();
         let mut archived = 0_i64;
 
         if fill > 0 {
-            write_slice(&mut batch_memory, &payloads[..fill], |array| {
+            memory.with_array(&payloads[..fill], |array| {
                 store::append_payloads(session, map.as_str(), state.current.next_seq, array)
             });
             state.current.next_seq += to_i64(fill);
@@ -246,7 +253,7 @@ pub fn append_many(map: MapName<'_>, payloads: JsonbArray<'_>) -> (i64, i64) {
             state = archive_current(session, map, &state, max_chunk_bytes);
             for chunk in full {
                 let first_seq = state.current.next_seq;
-                write_slice(&mut batch_memory, &payloads[chunk.clone()], |array| {
+                memory.with_array(&payloads[chunk.clone()], |array| {
                     store::archive_payloads(
                         session,
                         map.as_str(),
@@ -261,7 +268,7 @@ pub fn append_many(map: MapName<'_>, payloads: JsonbArray<'_>) -> (i64, i64) {
                 state.current.first_seq = state.current.next_seq;
                 archived += 1;
             }
-            write_slice(&mut batch_memory, &payloads[last.clone()], |array| {
+            memory.with_array(&payloads[last.clone()], |array| {
                 store::append_payloads(session, map.as_str(), state.current.next_seq, array)
             });
             state.current.size = state.chunk_size;
@@ -277,7 +284,7 @@ pub fn append_many(map: MapName<'_>, payloads: JsonbArray<'_>) -> (i64, i64) {
     } else {
         wrote(
             map,
-            Appended {
+            Written {
                 seq: last,
                 tid,
                 announce_on,
@@ -287,24 +294,10 @@ pub fn append_many(map: MapName<'_>, payloads: JsonbArray<'_>) -> (i64, i64) {
     (first, last)
 }
 
-/// Builds a `jsonb[]` of `payloads` in `memory`, hands it to `write`, and frees it: a batch's
-/// memory stays at one chunk's worth, however long the batch.
-fn write_slice(
-    memory: &mut PgMemoryContexts,
-    payloads: &[Jsonb<'_>],
-    write: impl FnOnce(pg_sys::Datum),
-) {
-    // SAFETY: the array lives in `memory` until the reset below, after `write` has used it.
-    let array = unsafe { memory.switch_to(|_| jsonb::build_array(payloads)) };
-    write(array);
-    // SAFETY: nothing built in `memory` is used after this.
-    unsafe { memory.reset() };
-}
-
 /// Changes the chunk size of a map under its lock (so it cannot race an append's rollover).
 /// The current chunk keeps its size unless it holds no record yet.
 pub fn set_chunk_size(map: MapName<'_>, chunk_size: i32) {
-    let tid = spi::connect(|session| {
+    let tid = statements::connect(|session| {
         let state = lock::lock_existing_map(session, map);
         store::set_chunk_size(session, map.as_str(), &state, chunk_size)
     });
@@ -315,7 +308,7 @@ pub fn set_chunk_size(map: MapName<'_>, chunk_size: i32) {
 /// decided at its commit, with the setting as the transaction leaves it: turned on after this
 /// transaction appended to the map, its commit announces those appends; turned off, nothing.
 pub fn set_notify(map: MapName<'_>, enabled: bool) {
-    let (tid, channel, appended_up_to) = spi::connect(|session| {
+    let (tid, channel, appended_up_to) = statements::connect(|session| {
         let state = lock::lock_existing_map(session, map);
         let (tid, channel) = store::set_notify(session, map.as_str(), &state, enabled);
         // The newest record is in the current chunk (an append always leaves it there); when
@@ -338,7 +331,7 @@ pub fn set_notify(map: MapName<'_>, enabled: bool) {
 
 /// Removes a whole map under its lock; `false` when it did not exist.
 pub fn drop_map(map: MapName<'_>) -> bool {
-    spi::connect(|session| {
+    statements::connect(|session| {
         lock::lock_name(session, map);
         if lock::lock_map(session, map).is_none() {
             return false;
@@ -350,10 +343,10 @@ pub fn drop_map(map: MapName<'_>) -> bool {
 }
 
 /// What the rest of the transaction needs to know of an append.
-fn wrote(map: MapName<'_>, appended: Appended) {
-    xact::remember_written(map.as_str(), appended.tid);
-    if let Some(channel) = appended.announce_on {
-        let last_seq = appended.seq;
+fn wrote(map: MapName<'_>, written: Written) {
+    xact::remember_written(map.as_str(), written.tid);
+    if let Some(channel) = written.announce_on {
+        let last_seq = written.seq;
         xact::announce_at_commit(map.as_str(), Announcement { channel, last_seq });
     }
 }

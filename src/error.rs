@@ -1,23 +1,19 @@
 //! Every failure the extension reports, and the one place each becomes a SQLSTATE, a message, a
-//! detail and a hint. The README's SQLSTATE table lists these variants in the same order.
+//! detail and a hint. The README's error table has a row for each variant, in this order, and
+//! rows for what PostgreSQL raises itself. Raising one unwinds to the function PostgreSQL called
+//! (`pg::boundary`), which reports it.
 //!
 //! Errors PostgreSQL raises itself while a function runs (a serialization failure under
 //! REPEATABLE READ or SERIALIZABLE, a relation lock timeout, a unique violation from a forged
 //! row) reach the caller unchanged, with PostgreSQL's own SQLSTATE and message: the extension
 //! relabels nothing it did not detect itself.
 
+use std::ops::RangeInclusive;
+
 use pgrx::PgSqlErrorCode;
 
-use crate::token::TOKEN_DIGITS;
-
-/// Longest map name accepted, in bytes.
-pub const MAX_MAP_NAME_BYTES: usize = 200;
-/// Smallest and largest chunk size accepted.
-pub const CHUNK_SIZE_RANGE: std::ops::RangeInclusive<i32> = 1..=10_000;
-/// Most records one `chunked_read` call returns.
-pub const MAX_RECORDS_RANGE: std::ops::RangeInclusive<i32> = 1..=10_000;
-/// Longest part of a malformed token quoted back in its error.
-const TOKEN_QUOTED_CHARS: usize = 40;
+use crate::pg::boundary::{Failure, Report};
+use crate::token::{self, TOKEN_DIGITS};
 
 /// Why an append could not take a map's lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,7 +57,7 @@ pub enum ChunkedError {
     #[error("map \"{map}\" does not exist")]
     MapNotStarted { map: String },
 
-    #[error("invalid page token {}", quote_token(.token))]
+    #[error("invalid page token {}", token::quoted(.token))]
     MalformedToken { token: String },
 
     #[error("page token \"{token}\" names no archived chunk of map \"{map}\"")]
@@ -79,25 +75,23 @@ pub enum ChunkedError {
         index: usize,
     },
 
-    #[error("map name must be 1 to {MAX_MAP_NAME_BYTES} bytes long, got {bytes} bytes")]
-    InvalidMapName { bytes: usize },
+    #[error("map name must be 1 to {max} bytes long, got {bytes} bytes")]
+    InvalidMapName { bytes: usize, max: usize },
 
-    #[error(
-        "chunk_size must be between {} and {}, got {value}",
-        CHUNK_SIZE_RANGE.start(),
-        CHUNK_SIZE_RANGE.end()
-    )]
-    ChunkSizeOutOfRange { value: i32 },
+    #[error("chunk_size must be between {} and {}, got {value}", .range.start(), .range.end())]
+    ChunkSizeOutOfRange {
+        value: i32,
+        range: RangeInclusive<i32>,
+    },
 
     #[error("after_seq must be 0 or more, got {value}")]
     NegativeAfterSeq { value: i64 },
 
-    #[error(
-        "max_records must be between {} and {}, got {value}",
-        MAX_RECORDS_RANGE.start(),
-        MAX_RECORDS_RANGE.end()
-    )]
-    MaxRecordsOutOfRange { value: i32 },
+    #[error("max_records must be between {} and {}, got {value}", .range.start(), .range.end())]
+    MaxRecordsOutOfRange {
+        value: i32,
+        range: RangeInclusive<i32>,
+    },
 
     #[error("payload of {bytes} bytes exceeds the limit of {limit} bytes")]
     PayloadTooLarge {
@@ -132,18 +126,6 @@ pub enum ChunkedError {
     /// Something the extension's own statements should never meet.
     #[error("chunked_map: {context}")]
     Internal { context: String },
-}
-
-/// A malformed token, quoted; a long one is cut, with its length said, so that the error stays
-/// readable whatever the caller sent.
-fn quote_token(token: &str) -> String {
-    let chars = token.chars().count();
-    if chars <= TOKEN_QUOTED_CHARS {
-        format!("\"{token}\"")
-    } else {
-        let start: String = token.chars().take(TOKEN_QUOTED_CHARS).collect();
-        format!("\"{start}...\" ({chars} characters)")
-    }
 }
 
 impl ChunkedError {
@@ -245,7 +227,13 @@ impl ChunkedError {
     /// it there (see `pg::boundary`); the current statement fails with it.
     #[track_caller]
     pub fn raise(self) -> ! {
-        crate::pg::boundary::Failure::Chunked(self, std::panic::Location::caller()).raise()
+        let report = Report {
+            sqlstate: self.sqlstate(),
+            message: self.to_string(),
+            detail: self.detail(),
+            hint: self.hint(),
+        };
+        Failure::Report(report, std::panic::Location::caller()).raise()
     }
 }
 

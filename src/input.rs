@@ -1,9 +1,18 @@
-//! Checks on the arguments of the SQL functions, in the order the contract (docs/contract.md) lists the errors.
-//! Pure Rust: what a value is allowed to be, without asking the database.
+//! Checks on the arguments of the SQL functions, in the order the contract (docs/contract.md)
+//! lists the errors, and the limits they check. Pure Rust: what a value is allowed to be, without
+//! asking the database (a payload is measured by `jsonb`).
 
-use crate::error::{
-    ChunkedError, PayloadLimit, CHUNK_SIZE_RANGE, MAX_MAP_NAME_BYTES, MAX_RECORDS_RANGE,
-};
+use std::ops::RangeInclusive;
+
+use crate::error::{ChunkedError, PayloadLimit};
+use crate::jsonb::{Jsonb, Payload};
+
+/// Longest map name accepted, in bytes.
+pub const MAX_MAP_NAME_BYTES: usize = 200;
+/// Smallest and largest chunk size accepted.
+pub const CHUNK_SIZE_RANGE: RangeInclusive<i32> = 1..=10_000;
+/// Most records one `chunked_read` call returns.
+pub const MAX_RECORDS_RANGE: RangeInclusive<i32> = 1..=10_000;
 
 /// A map name that is not NULL, not empty and at most [`MAX_MAP_NAME_BYTES`] bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,7 +22,10 @@ impl<'a> MapName<'a> {
     pub fn parse(map: Option<&'a str>) -> Result<MapName<'a>, ChunkedError> {
         let map = required(map, "map")?;
         if map.is_empty() || map.len() > MAX_MAP_NAME_BYTES {
-            return Err(ChunkedError::InvalidMapName { bytes: map.len() });
+            return Err(ChunkedError::InvalidMapName {
+                bytes: map.len(),
+                max: MAX_MAP_NAME_BYTES,
+            });
         }
         Ok(MapName(map))
     }
@@ -29,12 +41,25 @@ pub fn chunk_size(value: Option<i32>) -> Result<i32, ChunkedError> {
     if CHUNK_SIZE_RANGE.contains(&value) {
         Ok(value)
     } else {
-        Err(ChunkedError::ChunkSizeOutOfRange { value })
+        Err(ChunkedError::ChunkSizeOutOfRange {
+            value,
+            range: CHUNK_SIZE_RANGE,
+        })
     }
 }
 
-/// A payload of `bytes` bytes is accepted when it is at most `limit` bytes; `setting` is the
-/// setting that decides the limit.
+/// A payload, measured, when it is at most `limit` bytes; `setting` is the setting that decides
+/// the limit.
+pub fn payload(
+    value: Jsonb<'_>,
+    limit: (usize, PayloadLimit),
+) -> Result<Payload<'_>, ChunkedError> {
+    let payload = Payload::measure(value);
+    payload_size(payload.bytes(), limit)?;
+    Ok(payload)
+}
+
+/// A payload of `bytes` bytes is accepted when it is at most `limit` bytes.
 pub fn payload_size(
     bytes: usize,
     (limit, setting): (usize, PayloadLimit),
@@ -66,7 +91,10 @@ pub fn max_records(value: Option<i32>) -> Result<i32, ChunkedError> {
     if MAX_RECORDS_RANGE.contains(&value) {
         Ok(value)
     } else {
-        Err(ChunkedError::MaxRecordsOutOfRange { value })
+        Err(ChunkedError::MaxRecordsOutOfRange {
+            value,
+            range: MAX_RECORDS_RANGE,
+        })
     }
 }
 
@@ -92,15 +120,21 @@ mod tests {
     fn empty_or_over_200_bytes_is_refused_with_the_length() {
         assert_eq!(
             MapName::parse(Some("")),
-            Err(ChunkedError::InvalidMapName { bytes: 0 })
+            Err(ChunkedError::InvalidMapName { bytes: 0, max: 200 })
         );
         assert_eq!(
             MapName::parse(Some(&"x".repeat(201))),
-            Err(ChunkedError::InvalidMapName { bytes: 201 })
+            Err(ChunkedError::InvalidMapName {
+                bytes: 201,
+                max: 200
+            })
         );
         assert_eq!(
             MapName::parse(Some(&"é".repeat(101))),
-            Err(ChunkedError::InvalidMapName { bytes: 202 })
+            Err(ChunkedError::InvalidMapName {
+                bytes: 202,
+                max: 200
+            })
         );
     }
 
@@ -125,7 +159,10 @@ mod tests {
         for value in [0, -1, 10_001, i32::MIN, i32::MAX] {
             assert_eq!(
                 chunk_size(Some(value)),
-                Err(ChunkedError::ChunkSizeOutOfRange { value })
+                Err(ChunkedError::ChunkSizeOutOfRange {
+                    value,
+                    range: CHUNK_SIZE_RANGE,
+                })
             );
         }
     }
@@ -157,7 +194,10 @@ mod tests {
         for value in [0, -1, 10_001, i32::MIN] {
             assert_eq!(
                 max_records(Some(value)),
-                Err(ChunkedError::MaxRecordsOutOfRange { value })
+                Err(ChunkedError::MaxRecordsOutOfRange {
+                    value,
+                    range: MAX_RECORDS_RANGE,
+                })
             );
         }
     }

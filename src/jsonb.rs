@@ -200,10 +200,20 @@ unsafe fn numeric_text_bytes(numeric: pg_sys::Numeric) -> usize {
             } else {
                 weight_bits
             };
-            (header & 0x2000 != 0, usize::from((header & 0x1F80) >> 7), weight, 6)
+            (
+                header & 0x2000 != 0,
+                usize::from((header & 0x1F80) >> 7),
+                weight,
+                6,
+            )
         } else {
             let weight = i32::from(i16::from_ne_bytes(read_u16(6).to_ne_bytes()));
-            (header & SIGN_MASK == NEGATIVE, usize::from(header & 0x3FFF), weight, 8)
+            (
+                header & SIGN_MASK == NEGATIVE,
+                usize::from(header & 0x3FFF),
+                weight,
+                8,
+            )
         };
         let ndigits = size.saturating_sub(digits_at) / 2;
         let integer_part = if weight < 0 {
@@ -351,21 +361,84 @@ unsafe impl<'fcx> ArgAbi<'fcx> for JsonbArray<'fcx> {
 
 pgrx::impl_sql_translatable!(JsonbArray<'_>, arg_only = "jsonb[]");
 
-/// A `jsonb[]` built from some payloads, in the memory context current when it was built (for
-/// the append path: SPI's, freed when the call's SPI connection closes).
-pub fn build_array(payloads: &[Jsonb<'_>]) -> pg_sys::Datum {
-    let mut datums: Vec<pg_sys::Datum> = payloads.iter().map(|p| p.datum).collect();
-    let count = i32::try_from(datums.len()).unwrap_or(i32::MAX);
-    // SAFETY: every element is a non-NULL jsonb datum; the type facts are jsonb's.
-    unsafe {
-        let array = pg_sys::construct_array(
-            datums.as_mut_ptr(),
-            count,
-            pg_sys::JSONBOID,
-            -1,
-            false,
-            pg_sys::TYPALIGN_INT as _,
-        );
-        pg_sys::Datum::from(array)
+/// A `jsonb[]` value built from some payloads (a batch's chunk), valid for `'m`: only as long
+/// as the memory it was built in, which [`BatchMemory::with_array`] resets after use.
+#[derive(Clone, Copy)]
+pub struct JsonbArrayDatum<'m> {
+    datum: pg_sys::Datum,
+    memory: PhantomData<&'m ()>,
+}
+
+impl JsonbArrayDatum<'_> {
+    pub fn datum(self) -> pg_sys::Datum {
+        self.datum
+    }
+}
+
+/// Memory for a batch's arrays, one at a time: a batch's memory stays at one chunk's worth,
+/// however long the batch. Freed when dropped.
+pub struct BatchMemory(pgrx::PgMemoryContexts);
+
+impl BatchMemory {
+    /// A memory context under the current one.
+    pub fn new() -> BatchMemory {
+        BatchMemory(pgrx::PgMemoryContexts::new("chunked_map batch"))
+    }
+
+    /// Builds a `jsonb[]` of `payloads` and hands it to `write`, then frees it: the array cannot
+    /// outlive the call (`write` takes it for any lifetime, so it cannot keep it).
+    pub fn with_array<R>(
+        &mut self,
+        payloads: &[Payload<'_>],
+        write: impl for<'a> FnOnce(JsonbArrayDatum<'a>) -> R,
+    ) -> R {
+        let mut datums: Vec<pg_sys::Datum> = payloads.iter().map(|p| p.value().datum()).collect();
+        let count = i32::try_from(datums.len()).unwrap_or(i32::MAX);
+        // SAFETY: every element is a non-NULL jsonb datum, valid for the call; the type facts
+        // are jsonb's; the array is made in this context and used only inside `write`, before
+        // the reset below.
+        let datum = unsafe {
+            self.0.switch_to(|_| {
+                pg_sys::Datum::from(pg_sys::construct_array(
+                    datums.as_mut_ptr(),
+                    count,
+                    pg_sys::JSONBOID,
+                    -1,
+                    false,
+                    pg_sys::TYPALIGN_INT as _,
+                ))
+            })
+        };
+        let result = write(JsonbArrayDatum {
+            datum,
+            memory: PhantomData,
+        });
+        // SAFETY: nothing built in this context is used after `write` returned.
+        unsafe { self.0.reset() };
+        result
+    }
+}
+
+/// A payload and its size, measured once (see [`payload_bytes`]).
+#[derive(Clone, Copy)]
+pub struct Payload<'fcx> {
+    value: Jsonb<'fcx>,
+    bytes: usize,
+}
+
+impl<'fcx> Payload<'fcx> {
+    pub fn measure(value: Jsonb<'fcx>) -> Payload<'fcx> {
+        Payload {
+            value,
+            bytes: value.size(),
+        }
+    }
+
+    pub fn value(self) -> Jsonb<'fcx> {
+        self.value
+    }
+
+    pub fn bytes(self) -> usize {
+        self.bytes
     }
 }

@@ -24,13 +24,14 @@ use std::time::{Duration, Instant};
 
 use pgrx::prelude::*;
 
+use crate::citus::{self, lock_wait::Polled};
 use crate::error::{ChunkedError, Held};
 use crate::guc;
 use crate::input::MapName;
 use crate::name_lock::{self, Wait};
 use crate::pg::boundary::{OrRethrow, PgError};
-use crate::spi::Session;
-use crate::store::{self, MapState};
+use crate::pg::spi::Session;
+use crate::statements::state::{self, MapState};
 
 /// How many times a wait that ends with the row gone (dropped, perhaps started again) is tried
 /// again before the caller is told to retry.
@@ -41,10 +42,10 @@ pub fn lock_map(session: &Session, map: MapName<'_>) -> Option<MapState> {
     // one deadline for every attempt: the call waits up to lock_timeout in all
     let mut deadline: Option<(Instant, i32)> = None;
     for _ in 0..ATTEMPTS {
-        if let Some(state) = store::lock_state(session, map.as_str()) {
+        if let Some(state) = state::lock_state(session, map.as_str()) {
             return Some(state);
         }
-        if store::map_rows_visible_to_writer(session, map.as_str()) == 0 {
+        if !state::visible_to_writer(session, map.as_str()) {
             return absent(session, map);
         }
         let Some(ms) = guc::lock_timeout_ms() else {
@@ -80,7 +81,7 @@ pub fn lock_existing_map(session: &Session, map: MapName<'_>) -> MapState {
 /// No row in this transaction's snapshot: under REPEATABLE READ or SERIALIZABLE, one committed
 /// since means the snapshot is out of date for this map.
 fn absent(session: &Session, map: MapName<'_>) -> Option<MapState> {
-    if uses_transaction_snapshot() && store::map_exists_now(session, map.as_str()) {
+    if uses_transaction_snapshot() && state::map_exists_now(session, map.as_str()) {
         ChunkedError::ChangedAfterSnapshot {
             map: map.as_str().to_owned(),
         }
@@ -132,64 +133,23 @@ fn locked(map: MapName<'_>, held: Held) -> ! {
     .raise()
 }
 
-/// Waits for the row lock, up to `ms`. The lock statement that came before in this call holds
-/// the relation locks this one needs, so what it can time out on is the row, nothing else.
-///
-/// Where the storage tables are distributed (Citus) and the map's row lives on another node (a
-/// call in a transaction block, not delegated), that node's session does not see this one's
-/// `lock_timeout`: a waiting lock statement would wait there for as long as the holder runs.
-/// There the wait is a series of attempts that never wait (`SKIP LOCKED`), a few milliseconds
-/// apart, until the row is free or `ms` have passed. A delegated call runs on the node holding
-/// the map, whose lock statements run in this backend, and waits in the lock's queue.
-/// `left` is what remains of the call's wait, `ms` the setting (for the message).
+/// Waits for the row lock, up to `left` (what remains of the call's wait; `ms` is the setting,
+/// for the message); `None` when the row went away while waiting. The lock statement that came
+/// before in this call holds the relation locks this one needs, so what it can time out on is
+/// the row, nothing else. Where the row is on another node of a Citus cluster, the wait is
+/// polled (see `citus::lock_wait`).
 fn wait_for_lock(session: &Session, map: MapName<'_>, left: Duration, ms: i32) -> Option<MapState> {
-    if store::tables_are_distributed(session) && !store::map_is_on_this_node(session, map.as_str())
-    {
-        return poll_for_lock(session, map, left, ms);
+    if citus::waits_from_another_node(session, map.as_str()) {
+        return match citus::lock_wait::poll_for_lock(session, map.as_str(), left) {
+            Polled::Locked(state) => Some(state),
+            Polled::Gone => None,
+            Polled::TimedOut => locked(map, Held::For(ms)),
+        };
     }
     let left_ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX).max(1);
     waiting_up_to_reporting(map, left_ms, ms, || {
-        store::lock_state_wait(session, map.as_str())
+        state::lock_state_wait(session, map.as_str())
     })
-}
-
-/// The wait of [`wait_for_lock`] as repeated attempts; `None` when the row went away.
-fn poll_for_lock(session: &Session, map: MapName<'_>, left: Duration, ms: i32) -> Option<MapState> {
-    let deadline = Instant::now() + left;
-    let mut pause = Duration::from_millis(1);
-    loop {
-        if let Some(state) = store::lock_state(session, map.as_str()) {
-            return Some(state);
-        }
-        if store::map_rows_visible_to_writer(session, map.as_str()) == 0 {
-            return None;
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            locked(map, Held::For(ms));
-        }
-        sleep(pause.min(left));
-        pause = (pause * 2).min(MAX_POLL_PAUSE);
-    }
-}
-
-/// The longest pause between two attempts of a polled wait.
-const MAX_POLL_PAUSE: Duration = Duration::from_millis(10);
-
-/// Sleeps on the backend's latch, so that a cancel or a shutdown ends the wait.
-fn sleep(pause: Duration) {
-    let ms = i64::try_from(pause.as_millis()).unwrap_or(i64::MAX).max(1);
-    // SAFETY: the backend's own latch, waited on and reset as PostgreSQL's own waits do.
-    unsafe {
-        pg_sys::WaitLatch(
-            pg_sys::MyLatch,
-            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
-            ms,
-            pg_sys::PG_WAIT_EXTENSION,
-        );
-        pg_sys::ResetLatch(pg_sys::MyLatch);
-    }
-    pg_sys::check_for_interrupts!();
 }
 
 /// Runs `wait` with the server's `lock_timeout` set to `ms` (restored afterwards; an error

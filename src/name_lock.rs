@@ -20,8 +20,8 @@ use siphasher::sip::SipHasher24;
 use crate::input::MapName;
 use crate::pg::boundary::{catching, PgError};
 use crate::pg::raw;
-use crate::spi::Session;
-use crate::store;
+use crate::pg::spi::Session;
+use crate::statements::writes as store;
 
 /// The fourth field of the tag: neither 1 nor 2, the values of PostgreSQL's own advisory locks.
 const LOCK_SPACE: u16 = 0x434d;

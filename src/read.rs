@@ -8,18 +8,28 @@
 use crate::error::{ChunkedError, OrRaise};
 use crate::input::MapName;
 use crate::jsonb::Jsonb;
-use crate::spi::{self, CallerMemory, Session};
-use crate::store::{self, Records};
+use crate::pg::spi::{CallerMemory, Session};
+use crate::statements::reads::{self, Records};
+use crate::statements::{self, state};
 use crate::token::PageToken;
+
+/// The token, parsed; 22023 when malformed.
+fn parse_token(token: &str) -> PageToken {
+    PageToken::parse(token)
+        .map_err(|_| ChunkedError::MalformedToken {
+            token: token.to_owned(),
+        })
+        .or_raise()
+}
 
 /// The page `token` names: `current`, or an archived chunk.
 pub fn page<'fcx>(caller: CallerMemory<'fcx>, map: MapName<'_>, token: &str) -> Jsonb<'fcx> {
-    let parsed = PageToken::parse(token).or_raise();
-    spi::connect(|session| {
+    let parsed = parse_token(token);
+    statements::connect(|session| {
         let page = match parsed {
-            PageToken::Current => store::current_page(session, caller, map.as_str()),
+            PageToken::Current => reads::current_page(session, caller, map.as_str()),
             PageToken::Archived(first_seq) => first_seq.and_then(|first| {
-                store::archived_page(session, caller, map.as_str(), first, token)
+                reads::archived_page(session, caller, map.as_str(), first, token)
             }),
         };
         page.ok_or_else(|| missing_page(session, map, parsed, token))
@@ -33,19 +43,19 @@ pub fn page_records<'fcx>(
     map: MapName<'_>,
     token: &str,
 ) -> Records<'fcx> {
-    let parsed = PageToken::parse(token).or_raise();
-    spi::connect(|session| {
+    let parsed = parse_token(token);
+    statements::connect(|session| {
         let records = match parsed {
-            PageToken::Current => store::current_records(session, caller, map.as_str()),
+            PageToken::Current => reads::current_records(session, caller, map.as_str()),
             PageToken::Archived(None) => Vec::new(),
             PageToken::Archived(Some(first)) => {
-                store::archived_records(session, caller, map.as_str(), first)
+                reads::archived_records(session, caller, map.as_str(), first)
             }
         };
         // an archived chunk holds at least one record, and the current page of a map that
         // exists may be empty
         let found = !records.is_empty()
-            || (parsed == PageToken::Current && store::map_exists(session, map.as_str()));
+            || (parsed == PageToken::Current && state::map_exists(session, map.as_str()));
         if found {
             Ok(records)
         } else {
@@ -62,7 +72,7 @@ fn missing_page(
     parsed: PageToken,
     token: &str,
 ) -> ChunkedError {
-    if parsed != PageToken::Current && store::map_exists(session, map.as_str()) {
+    if parsed != PageToken::Current && state::map_exists(session, map.as_str()) {
         ChunkedError::UnknownToken {
             map: map.as_str().to_owned(),
             token: token.to_owned(),
@@ -80,9 +90,9 @@ pub fn forward<'fcx>(
     after_seq: i64,
     max_records: i32,
 ) -> Records<'fcx> {
-    spi::connect(|session| {
+    statements::connect(|session| {
         let (next_seq, current_first_seq) =
-            store::extent(session, map.as_str()).ok_or_else(|| not_started(map))?;
+            state::extent(session, map.as_str()).ok_or_else(|| not_started(map))?;
         if after_seq >= next_seq - 1 {
             return Ok(Vec::new());
         }
@@ -91,7 +101,7 @@ pub fn forward<'fcx>(
                 .saturating_add(i64::from(max_records))
                 .saturating_add(1),
         );
-        Ok(store::read_forward(
+        Ok(reads::read_forward(
             session,
             caller,
             map.as_str(),
@@ -104,15 +114,15 @@ pub fn forward<'fcx>(
 }
 
 pub fn info<'fcx>(caller: CallerMemory<'fcx>, map: MapName<'_>) -> Jsonb<'fcx> {
-    spi::connect(|session| {
-        store::info(session, caller, map.as_str()).ok_or_else(|| not_started(map))
+    statements::connect(|session| {
+        reads::info(session, caller, map.as_str()).ok_or_else(|| not_started(map))
     })
     .or_raise()
 }
 
 pub fn get<'fcx>(caller: CallerMemory<'fcx>, map: MapName<'_>, seq: i64) -> Jsonb<'fcx> {
-    spi::connect(
-        |session| match store::get_record(session, caller, map.as_str(), seq) {
+    statements::connect(
+        |session| match reads::get_record(session, caller, map.as_str(), seq) {
             None => Err(not_started(map)),
             Some(None) => Err(ChunkedError::UnknownSeq {
                 map: map.as_str().to_owned(),

@@ -38,6 +38,25 @@ mod tests {
         .expect("append");
     }
 
+    /// Every statement prepares, and returns the columns it declares (a column of another type
+    /// fails its preparation).
+    #[pg_test]
+    fn every_statement_prepares_and_returns_the_columns_it_declares() {
+        let prepared = std::panic::catch_unwind(|| {
+            crate::statements::connect(|session| {
+                for statement in crate::statements::all(false) {
+                    statement.prepare(session);
+                }
+            })
+        });
+        if let Err(failure) = prepared {
+            match failure.downcast_ref::<crate::pg::boundary::Failure>() {
+                Some(failure) => panic!("{failure}"),
+                None => std::panic::resume_unwind(failure),
+            }
+        }
+    }
+
     #[pg_test]
     fn start_creates_the_map_and_returns_true() {
         assert!(query::<bool>("SELECT chunked_map.chunked_start('m')"));

@@ -13,14 +13,15 @@ use std::collections::HashMap;
 
 use serde_json::json;
 
-use crate::error::{ChunkedError, CHUNK_SIZE_RANGE};
+use crate::error::ChunkedError;
 use crate::input::MapName;
-use crate::spi;
-use crate::store::{self, StoredMap};
+use crate::input::CHUNK_SIZE_RANGE;
+use crate::statements::{self, verify::StoredMap};
 use crate::token::{archived_token, PageToken};
 
 pub fn verify(map: MapName<'_>) -> serde_json::Value {
-    let stored = spi::connect(|session| store::stored_map(session, map.as_str()));
+    let stored =
+        statements::connect(|session| statements::verify::stored_map(session, map.as_str()));
     if stored.state.is_none() && stored.chunks.is_empty() && stored.current.is_empty() {
         ChunkedError::MapNotStarted {
             map: map.as_str().to_owned(),

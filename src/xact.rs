@@ -44,7 +44,7 @@ const WRITTEN_KEPT: NonZeroUsize = match NonZeroUsize::new(256) {
 
 /// What this transaction knows of a map's state row it wrote.
 #[derive(Debug, Clone, Copy)]
-pub enum Written {
+pub enum Remembered {
     /// The version it wrote last is at this address.
     At(pg_sys::ItemPointerData),
     /// It wrote the row, by the one-statement append, which does not report where.
@@ -75,7 +75,7 @@ struct Made<T> {
 }
 
 thread_local! {
-    static WRITTEN: RefCell<LruCache<String, Made<Written>>> =
+    static WRITTEN: RefCell<LruCache<String, Made<Remembered>>> =
         RefCell::new(LruCache::new(WRITTEN_KEPT));
     /// Whether the storage tables are distributed (Citus), as this transaction found.
     static DISTRIBUTED: Cell<Option<bool>> = const { Cell::new(None) };
@@ -93,19 +93,19 @@ fn current_subtransaction() -> pg_sys::SubTransactionId {
 
 /// What this transaction kept of the state row it wrote for `map`; `None` when it has not
 /// written it (or forgot: only the most recently written maps are kept).
-pub fn written(map: &str) -> Option<Written> {
+pub fn written(map: &str) -> Option<Remembered> {
     WRITTEN.with(|written| written.borrow_mut().get(map).map(|made| made.what))
 }
 
 pub fn remember_written(map: &str, tid: pg_sys::ItemPointerData) {
-    remember(map, Written::At(tid));
+    remember(map, Remembered::At(tid));
 }
 
 pub fn remember_written_somewhere(map: &str) {
-    remember(map, Written::Somewhere);
+    remember(map, Remembered::Somewhere);
 }
 
-fn remember(map: &str, what: Written) {
+fn remember(map: &str, what: Remembered) {
     let made = Made {
         what,
         by: current_subtransaction(),

@@ -1,14 +1,41 @@
-//! Everything the extension does differently on a Citus cluster.
+//! Everything the extension does differently on a Citus cluster, and the one question the rest
+//! of the extension asks about it: are the storage tables distributed here?
 //!
-//! - [`null_map_guard`]: keeps a NULL map away from Citus's function delegation.
+//! - [`null_map_guard`]: keeps a NULL map away from Citus's function delegation;
+//! - [`distribute`]: `chunked_distribute()`;
+//! - [`statements`]: the statements only a cluster runs, the routed append among them;
+//! - [`lock_wait`]: waiting for a map whose row is on another node.
 
+pub mod distribute;
+pub mod lock_wait;
 pub mod null_map_guard;
+pub mod statements;
 
 use pgrx::pg_sys;
+
+use crate::pg::spi::Session;
+use crate::xact;
 
 /// Whether Citus's library is in this process (Citus runs only preloaded: where none of its
 /// settings is defined, it is not there).
 pub fn is_loaded() -> bool {
     // SAFETY: a lookup in the table of defined settings, which raises nothing when missing_ok.
     unsafe { !pg_sys::GetConfigOption(c"citus.node_conninfo".as_ptr(), true, false).is_null() }
+}
+
+/// Whether the storage tables are distributed: Citus is loaded, installed in this database (a
+/// catalog lookup, no statement) and `map_state` is one of its distributed tables. Looked up once
+/// per transaction.
+pub fn tables_are_distributed(session: &Session) -> bool {
+    xact::distributed_tables(|| {
+        is_loaded()
+            // SAFETY: a catalog lookup by name, which raises nothing when missing.
+            && unsafe { pg_sys::get_extension_oid(c"citus".as_ptr(), true) } != pg_sys::InvalidOid
+            && statements::is_distributed_table(session, statements::TABLES_ANCHOR)
+    })
+}
+
+/// Whether a wait for `map`'s lock must be polled from here (see [`lock_wait`]).
+pub fn waits_from_another_node(session: &Session, map: &str) -> bool {
+    tables_are_distributed(session) && !statements::map_is_on_this_node(session, map)
 }

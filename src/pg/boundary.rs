@@ -10,8 +10,9 @@
 //!   history trigger, a planner hook, a transaction callback) runs its body in [`enter`].
 //!   Failures unwind the Rust stack as a [`Failure`], running every destructor; `enter` then
 //!   raises them from its own frame, where nothing is left to drop: a [`PgError`] again as
-//!   PostgreSQL raised it (`ReThrowError`), one of ours ([`ChunkedError`]) with its SQLSTATE,
-//!   detail and hint and the context of the SQL that called us (`ThrowErrorData`).
+//!   PostgreSQL raised it (`ReThrowError`), one of ours (a [`Report`], which `crate::error`
+//!   makes) with its SQLSTATE, detail and hint and the context of the SQL that called us
+//!   (`ThrowErrorData`).
 //!
 //! So PostgreSQL's errors travel through the extension untouched, and no Rust backtrace is ever
 //! added to them (pgrx's own guard would copy only their message, detail and hint, and add a
@@ -28,14 +29,59 @@ use pgrx::pg_sys;
 use pgrx::PgLogLevel;
 
 use super::raw;
-use crate::error::ChunkedError;
 
 /// What unwinds the Rust stack when a call fails; [`enter`] raises it.
 pub enum Failure {
     /// Raised by PostgreSQL, kept whole.
     Postgres(PgError),
-    /// Detected by the extension, where it was raised.
-    Chunked(ChunkedError, &'static Location<'static>),
+    /// Detected by the extension (`crate::error` makes these), where it was raised.
+    Report(Report, &'static Location<'static>),
+}
+
+impl std::fmt::Display for Failure {
+    /// The message, for a test that sees a failure as a Rust value.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Report(report, location) => write!(f, "{} ({location})", report.message),
+            Failure::Postgres(error) => {
+                // SAFETY: a copy made by CopyErrorData; its message is NUL-terminated or NULL.
+                let message = unsafe { error.0.as_ref().message };
+                if message.is_null() {
+                    write!(f, "a PostgreSQL error")
+                } else {
+                    // SAFETY: as above.
+                    write!(
+                        f,
+                        "{}",
+                        unsafe { CStr::from_ptr(message) }.to_string_lossy()
+                    )
+                }
+            }
+        }
+    }
+}
+
+/// An error of the extension's own, as PostgreSQL will report it.
+pub struct Report {
+    pub sqlstate: pgrx::PgSqlErrorCode,
+    pub message: String,
+    pub detail: Option<String>,
+    pub hint: Option<String>,
+}
+
+/// A fault of the extension itself (`XX000`): a state it should never meet.
+#[track_caller]
+pub fn internal(context: String) -> ! {
+    Failure::Report(
+        Report {
+            sqlstate: pgrx::PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+            message: format!("chunked_map: {context}"),
+            detail: None,
+            hint: None,
+        },
+        Location::caller(),
+    )
+    .raise()
 }
 
 impl Failure {
@@ -181,12 +227,12 @@ impl Raise {
         let payload = match payload.downcast::<Failure>() {
             Ok(failure) => match *failure {
                 Failure::Postgres(error) => return Raise::Again(error.0.as_ptr()),
-                Failure::Chunked(error, location) => {
+                Failure::Report(report, location) => {
                     return Raise::New(error_data(
-                        (error.sqlstate() as i32, location),
-                        &error.to_string(),
-                        error.detail().as_deref(),
-                        error.hint().as_deref(),
+                        (report.sqlstate as i32, location),
+                        &report.message,
+                        report.detail.as_deref(),
+                        report.hint.as_deref(),
                     ))
                 }
             },

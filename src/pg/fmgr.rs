@@ -110,10 +110,7 @@ impl<'fcx> Call<'fcx> {
         unsafe {
             let context = (*self.fcinfo).context;
             if context.is_null() || (*context).type_ != pg_sys::NodeTag::T_TriggerData {
-                crate::error::ChunkedError::Internal {
-                    context: "a trigger function called outside a trigger".into(),
-                }
-                .raise();
+                super::boundary::internal("a trigger function called outside a trigger".into());
             }
             context.cast()
         }
@@ -189,10 +186,9 @@ impl<'fcx> Call<'fcx> {
                 || (*info).allowedModes & pg_sys::SetFunctionReturnMode::SFRM_Materialize as i32
                     == 0
             {
-                crate::error::ChunkedError::Internal {
-                    context: "a set-returning function called where no set is accepted".into(),
-                }
-                .raise();
+                super::boundary::internal(
+                    "a set-returning function called where no set is accepted".into(),
+                );
             }
             let query_memory = (*(*info).econtext).ecxt_per_query_memory;
             let previous = pg_sys::MemoryContextSwitchTo(query_memory);

@@ -20,8 +20,10 @@
 //! PostgreSQL's plan cache revalidates a kept plan after DDL on what it uses (an upgrade, a
 //! dropped and recreated extension), so the key needs no invalidation of its own. Every call into
 //! SPI goes through [`catching`]: an error PostgreSQL raises travels on whole.
+//! (Whether the database's SQL objects match the library is checked by `statements::connect`,
+//! which every call uses.)
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{c_char, CString};
 use std::marker::PhantomData;
@@ -29,9 +31,8 @@ use std::marker::PhantomData;
 use pgrx::pg_sys;
 use pgrx::FromDatum;
 
-use crate::error::ChunkedError;
+use crate::pg::boundary::{catching, internal, OrRethrow, PgError};
 pub use crate::pg::fmgr::CallerMemory;
-use crate::pg::boundary::{catching, OrRethrow, PgError};
 use crate::pg::raw;
 
 /// Declares statements, each once, with its SQL, parameter types and result columns, and `ALL`,
@@ -56,6 +57,12 @@ macro_rules! statements {
         /// Every statement of this module, for the test that prepares each one.
         #[allow(dead_code)]
         pub const ALL: &[&dyn $crate::pg::spi::Declared] = &[$(&$name),*];
+        /// The key and SQL of every statement of this module (for the tests that read them
+        /// without PostgreSQL).
+        #[allow(dead_code)]
+        pub const SQL: &[(&str, &str)] = &[$(
+            (concat!(module_path!(), "::", stringify!($name)), $sql)
+        ),*];
     };
 }
 
@@ -98,6 +105,7 @@ impl<P: Params, C: Columns> Statement<P, C> {
 }
 
 /// What the test that prepares every statement needs to know of one.
+#[cfg_attr(not(any(test, feature = "pg_test")), allow(dead_code))]
 pub trait Declared: Sync {
     fn key(&self) -> &'static str;
     fn sql(&self) -> &'static str;
@@ -149,6 +157,8 @@ sql_types! {
     /// A transaction id (`xmin`).
     Xid = XIDOID;
     Bytea = BYTEAOID;
+    /// What a function returning nothing returns.
+    Void = VOIDOID;
 }
 
 /// A statement parameter: a datum that lives at least as long as the statement runs, or NULL.
@@ -228,16 +238,16 @@ pub trait Arguments<P: Params> {
 }
 
 macro_rules! params_for_tuples {
-    ($( ($($t:ident $v:ident),*) )*) => {
+    ($( ($($t:ident $v:ident $x:ident),*) )*) => {
         $(
             impl<$($t: SqlType),*> Params for ($($t,)*) {
                 const TYPES: &'static [pg_sys::Oid] = &[$($t::OID),*];
             }
-            #[allow(non_snake_case, unused_variables)]
+            #[allow(unused_variables)]
             impl<$($t: SqlType, $v: Bind<$t>),*> Arguments<($($t,)*)> for ($($v,)*) {
                 fn bind_all(self) -> Vec<Param> {
-                    let ($($v,)*) = self;
-                    vec![$($v.bind()),*]
+                    let ($($x,)*) = self;
+                    vec![$($x.bind()),*]
                 }
             }
         )*
@@ -246,14 +256,14 @@ macro_rules! params_for_tuples {
 
 params_for_tuples! {
     ()
-    (A a)
-    (A a, B b)
-    (A a, B b, C c)
-    (A a, B b, C c, D d)
-    (A a, B b, C c, D d, E e)
-    (A a, B b, C c, D d, E e, F f)
-    (A a, B b, C c, D d, E e, F f, G g)
-    (A a, B b, C c, D d, E e, F f, G g, H h)
+    (A VA a)
+    (A VA a, B VB b)
+    (A VA a, B VB b, C VC c)
+    (A VA a, B VB b, C VC c, D VD d)
+    (A VA a, B VB b, C VC c, D VD d, E VE e)
+    (A VA a, B VB b, C VC c, D VD d, E VE e, F VF f)
+    (A VA a, B VB b, C VC c, D VD d, E VE e, F VF f, G VG g)
+    (A VA a, B VB b, C VC c, D VD d, E VE e, F VF f, G VG g, H VH h)
 }
 
 // ---- columns ----------------------------------------------------------------------------
@@ -279,7 +289,8 @@ macro_rules! decodes {
         impl Column for NotNull<$sql> {
             const OID: pg_sys::Oid = <$sql as SqlType>::OID;
             type Value<'r> = $value;
-            unsafe fn decode<'r>(datum: Option<pg_sys::Datum>) -> Option<$value> {
+            #[allow(unused_unsafe)]
+            unsafe fn decode<'r>(datum: Option<pg_sys::Datum>) -> Option<Self::Value<'r>> {
                 // SAFETY: the caller's: a datum of this type.
                 datum.map(|$d| unsafe { $decode })
             }
@@ -287,7 +298,8 @@ macro_rules! decodes {
         impl Column for Nullable<$sql> {
             const OID: pg_sys::Oid = <$sql as SqlType>::OID;
             type Value<'r> = Option<$value>;
-            unsafe fn decode<'r>(datum: Option<pg_sys::Datum>) -> Option<Option<$value>> {
+            #[allow(unused_unsafe)]
+            unsafe fn decode<'r>(datum: Option<pg_sys::Datum>) -> Option<Self::Value<'r>> {
                 // SAFETY: the caller's: a datum of this type.
                 Some(datum.map(|$d| unsafe { $decode }))
             }
@@ -308,11 +320,30 @@ impl Column for NotNull<JsonbValue> {
     const OID: pg_sys::Oid = pg_sys::JSONBOID;
     /// A jsonb value inside the rows: valid while they are.
     type Value<'r> = RowJsonb<'r>;
-    unsafe fn decode<'r>(datum: Option<pg_sys::Datum>) -> Option<RowJsonb<'r>> {
+    unsafe fn decode<'r>(datum: Option<pg_sys::Datum>) -> Option<Self::Value<'r>> {
         datum.map(|datum| RowJsonb {
             datum,
             rows: PhantomData,
         })
+    }
+}
+
+impl Column for Nullable<JsonbValue> {
+    const OID: pg_sys::Oid = pg_sys::JSONBOID;
+    type Value<'r> = Option<RowJsonb<'r>>;
+    unsafe fn decode<'r>(datum: Option<pg_sys::Datum>) -> Option<Self::Value<'r>> {
+        Some(datum.map(|datum| RowJsonb {
+            datum,
+            rows: PhantomData,
+        }))
+    }
+}
+
+impl Column for Nullable<Void> {
+    const OID: pg_sys::Oid = pg_sys::VOIDOID;
+    type Value<'r> = ();
+    unsafe fn decode<'r>(_datum: Option<pg_sys::Datum>) -> Option<Self::Value<'r>> {
+        Some(())
     }
 }
 
@@ -352,7 +383,7 @@ macro_rules! columns_for_tuples {
             impl<$($t: Column),*> Columns for ($($t,)*) {
                 const TYPES: &'static [pg_sys::Oid] = &[$($t::OID),*];
                 type Row<'r> = ($($t::Value<'r>,)*);
-                #[allow(unused_variables)]
+                #[allow(unused_variables, unused_unsafe)]
                 unsafe fn decode<'r>(row: &RawRow<'r>) -> Option<Self::Row<'r>> {
                     // SAFETY: the caller's: each column is of its declared type.
                     unsafe { Some(($($t::decode(row.datum($n))?,)*)) }
@@ -391,7 +422,6 @@ pub fn connect<R>(f: impl FnOnce(&Session) -> R) -> R {
     let session = Session {
         connected: PhantomData,
     };
-    check_sql_objects(&session);
     let result = f(&session);
     // SAFETY: closes the connection opened above; `Rows` borrow the session, so nothing read
     // through it outlives `f` but what was copied out of SPI's memory.
@@ -402,34 +432,6 @@ pub fn connect<R>(f: impl FnOnce(&Session) -> R) -> R {
 thread_local! {
     /// Kept plans, by statement key.
     static KEPT: RefCell<HashMap<&'static str, pg_sys::SPIPlanPtr>> = RefCell::new(HashMap::new());
-    /// Whether this backend found the database's SQL objects at the library's version.
-    static SQL_OBJECTS_MATCH: Cell<bool> = const { Cell::new(false) };
-}
-
-crate::statements! {
-    /// The installed version of the extension's SQL objects in this database.
-    pub INSTALLED_VERSION: Statement<(), (NotNull<Text>,)> = read(
-        "SELECT e.extversion FROM pg_catalog.pg_extension AS e WHERE e.extname = 'chunked_map'"
-    );
-}
-
-/// Once per backend: a library newer than the database's SQL objects (installed, not yet
-/// `ALTER EXTENSION ... UPDATE`d) would run statements against tables of another layout; say so
-/// plainly instead. Versions only move forward, so a match is kept for the backend's life.
-fn check_sql_objects(session: &Session) {
-    if SQL_OBJECTS_MATCH.with(Cell::get) {
-        return;
-    }
-    let library = env!("CARGO_PKG_VERSION");
-    let installed = session.run(&INSTALLED_VERSION, ()).first().map(|(v,)| v);
-    match installed {
-        Some(installed) if installed != library => ChunkedError::OutdatedSqlObjects {
-            library: library.to_owned(),
-            installed,
-        }
-        .raise(),
-        _ => SQL_OBJECTS_MATCH.with(|matched| matched.set(true)),
-    }
 }
 
 impl Session {
@@ -526,10 +528,10 @@ impl Session {
             }
         }?;
         if status < 0 {
-            ChunkedError::Internal {
-                context: format!("statement {} failed with SPI status {status}", statement.key),
-            }
-            .raise();
+            internal(format!(
+                "statement {} failed with SPI status {status}",
+                statement.key
+            ));
         }
         // SAFETY: the globals SPI just set for this statement, read before anything else runs.
         unsafe {
@@ -562,23 +564,17 @@ fn kept_plan<P: Params, C: Columns>(statement: &Statement<P, C>) -> pg_sys::SPIP
     let plan = unsafe {
         let plan = catching(|| raw::SPI_prepare(sql, count, types)).or_rethrow();
         if plan.is_null() || catching(|| raw::SPI_keepplan(plan)).or_rethrow() != 0 {
-            ChunkedError::Internal {
-                context: format!("statement {} could not be prepared", statement.key),
-            }
-            .raise();
+            internal(format!("statement {} could not be prepared", statement.key));
         }
         plan
     };
     let returned = result_types(plan);
     if returned != C::TYPES {
-        ChunkedError::Internal {
-            context: format!(
-                "statement {} returns columns of types {returned:?}, declared {:?}",
-                statement.key,
-                C::TYPES
-            ),
-        }
-        .raise();
+        internal(format!(
+            "statement {} returns columns of types {returned:?}, declared {:?}",
+            statement.key,
+            C::TYPES
+        ));
     }
     KEPT.with(|kept| kept.borrow_mut().insert(statement.key, plan));
     plan
@@ -619,10 +615,6 @@ impl<C: Columns> Rows<'_, C> {
         self.count == 0
     }
 
-    pub fn len(&self) -> usize {
-        self.count
-    }
-
     pub fn first(&self) -> Option<C::Row<'_>> {
         self.get(0)
     }
@@ -641,10 +633,10 @@ impl<C: Columns> Rows<'_, C> {
             };
             match C::decode(&row) {
                 Some(decoded) => Some(decoded),
-                None => ChunkedError::Internal {
-                    context: format!("statement {} returned NULL in a NOT NULL column", self.key),
-                }
-                .raise(),
+                None => internal(format!(
+                    "statement {} returned NULL in a NOT NULL column",
+                    self.key
+                )),
             }
         }
     }

@@ -176,7 +176,9 @@ fn no_role_but_the_owner_can_change_or_remove_history_even_with_table_privileges
     // nor can a role allowed to write every table (pg_write_all_data) replace the installation's
     // key, nor one that may read every table change anything
     owner
-        .batch_execute("CREATE ROLE writes_all; GRANT pg_write_all_data, pg_read_all_data TO writes_all")
+        .batch_execute(
+            "CREATE ROLE writes_all; GRANT pg_write_all_data, pg_read_all_data TO writes_all",
+        )
         .unwrap();
     owner.batch_execute("SET ROLE writes_all").unwrap();
     for (sql, message) in [
@@ -188,7 +190,10 @@ fn no_role_but_the_owner_can_change_or_remove_history_even_with_table_privileges
             "INSERT INTO chunked_map.installation VALUES ('\\x00')",
             "INSERT on chunked_map.installation",
         ),
-        ("DELETE FROM chunked_map.map_state", "DELETE on chunked_map.map_state"),
+        (
+            "DELETE FROM chunked_map.map_state",
+            "DELETE on chunked_map.map_state",
+        ),
     ] {
         assert_error(owner.batch_execute(sql), "42501", message);
     }

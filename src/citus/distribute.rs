@@ -9,10 +9,10 @@
 //! unless `citus.enable_unsafe_triggers` is on, for the call): they are created on every shard,
 //! where the statements that change rows run.
 
+use super::statements as store;
 use crate::error::ChunkedError;
 use crate::guc;
-use crate::spi;
-use crate::store;
+use crate::pg::spi;
 use crate::xact;
 
 /// The storage tables, the first one the colocation anchor.
@@ -60,8 +60,7 @@ pub fn distribute() -> Distributed {
             }
             .raise();
         }
-        let unguarded =
-            store::nodes_without_guard(session, crate::citus::null_map_guard::installed());
+        let unguarded = store::nodes_without_guard(session, super::null_map_guard::installed());
         if !unguarded.is_empty() {
             ChunkedError::NotPreloaded {
                 nodes: format!("not on {}", unguarded.join(", ")),

@@ -1,0 +1,143 @@
+//! Every SQL statement the extension runs on a single node, each declared once (see
+//! `pg::spi`), by what it is for:
+//!
+//! - [`state`]: a map's state row: taking its lock, looking at it as a writer or a reader;
+//! - [`writes`]: starting, appending, archiving, resizing, announcing, dropping;
+//! - [`reads`]: pages, rows, forward reads, single records, the summary;
+//! - [`verify`]: the whole stored history of a map, for `chunked_verify`.
+//!
+//! (The statements only a Citus cluster runs are in `citus::statements`.)
+//!
+//! Each statement is schema-qualified, takes its values as `$n` parameters, filters on the map
+//! it is given and touches no other map (every key starts with the map, so the tables can be
+//! distributed by map). The functions run with `search_path = pg_catalog, pg_temp`, which is why
+//! `pg_catalog` functions and operators need no qualification here.
+//!
+//! Storage (see `sql/bootstrap.sql`):
+//! - `map_state`: one row per map, holding the next sequence and the current chunk's extent. It
+//!   is the map's lock: every write takes it (`FOR UPDATE SKIP LOCKED`; waiting only when
+//!   `chunked_map.lock_timeout` says so) and every append advances it, so under REPEATABLE READ
+//!   and SERIALIZABLE PostgreSQL itself refuses (40001) a writer whose snapshot predates another
+//!   writer's commit.
+//! - `current_record`: the records of each map's current chunk, one row each.
+//! - `archived_chunk`: one immutable row per full chunk, its payloads as one `jsonb[]`.
+
+pub mod reads;
+pub mod state;
+pub mod verify;
+pub mod writes;
+
+use std::cell::Cell;
+
+use crate::error::ChunkedError;
+use crate::pg::spi::{self, NotNull, Session, Text};
+use crate::statements;
+
+/// Runs `f` with an SPI connection (see `pg::spi::connect`), once the database's SQL objects
+/// are known to be those of this library's version.
+pub fn connect<R>(f: impl FnOnce(&Session) -> R) -> R {
+    spi::connect(|session| {
+        check_sql_objects(session);
+        f(session)
+    })
+}
+
+thread_local! {
+    /// Whether this backend found the database's SQL objects at the library's version.
+    static SQL_OBJECTS_MATCH: Cell<bool> = const { Cell::new(false) };
+}
+
+statements! {
+    /// The installed version of the extension's SQL objects in this database.
+    pub INSTALLED_VERSION: Statement<(), (NotNull<Text>,)> = read(
+        "SELECT e.extversion FROM pg_catalog.pg_extension AS e WHERE e.extname = 'chunked_map'"
+    );
+}
+
+/// Once per backend: a library newer than the database's SQL objects (installed, not yet
+/// `ALTER EXTENSION ... UPDATE`d) would run statements against tables of another layout; say so
+/// plainly instead. Versions only move forward, so a match is kept for the backend's life.
+fn check_sql_objects(session: &Session) {
+    if SQL_OBJECTS_MATCH.with(Cell::get) {
+        return;
+    }
+    let library = env!("CARGO_PKG_VERSION");
+    let installed = session.run(&INSTALLED_VERSION, ()).first().map(|(v,)| v);
+    match installed {
+        Some(installed) if installed != library => ChunkedError::OutdatedSqlObjects {
+            library: library.to_owned(),
+            installed,
+        }
+        .raise(),
+        _ => SQL_OBJECTS_MATCH.with(|matched| matched.set(true)),
+    }
+}
+
+/// Every statement of the extension, for the tests that prepare each one (those that name
+/// Citus's objects are prepared only where Citus is there: `with_citus`).
+#[cfg(any(test, feature = "pg_test"))]
+pub fn all(with_citus: bool) -> Vec<&'static dyn crate::pg::spi::Declared> {
+    let mut all = [
+        state::ALL,
+        writes::ALL,
+        reads::ALL,
+        verify::ALL,
+        crate::citus::statements::probe::ALL,
+        ALL,
+    ]
+    .concat();
+    if with_citus {
+        all.extend_from_slice(crate::citus::statements::ALL);
+    }
+    all
+}
+
+#[cfg(test)]
+mod tests {
+    /// (key, SQL) of every statement.
+    fn all_sql() -> Vec<(&'static str, &'static str)> {
+        [
+            super::state::SQL,
+            super::writes::SQL,
+            super::reads::SQL,
+            super::verify::SQL,
+            crate::citus::statements::probe::SQL,
+            crate::citus::statements::SQL,
+            super::SQL,
+        ]
+        .concat()
+    }
+
+    #[test]
+    fn statement_keys_are_unique() {
+        let mut keys: Vec<&str> = all_sql().iter().map(|(key, _)| *key).collect();
+        keys.sort_unstable();
+        let before = keys.len();
+        keys.dedup();
+        assert_eq!(before, keys.len());
+    }
+
+    #[test]
+    fn every_table_is_schema_qualified() {
+        let tables = [
+            "map_state",
+            "current_record",
+            "archived_chunk",
+            "installation",
+        ];
+        for (key, sql) in all_sql() {
+            for table in tables {
+                for (at, _) in sql.match_indices(table) {
+                    let after = sql[at + table.len()..].chars().next();
+                    if after.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                        continue; // a longer name, such as the column archived_chunks
+                    }
+                    assert!(
+                        sql[..at].ends_with("chunked_map."),
+                        "{key}: {table} is not qualified"
+                    );
+                }
+            }
+        }
+    }
+}

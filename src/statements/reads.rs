@@ -1,0 +1,229 @@
+//! The statements that read a map: pages (newest first), the same pages as rows, records from a
+//! sequence on (oldest first), single records, the summary. Every one reads on the calling
+//! statement's snapshot; results are copied into the caller's memory.
+
+use crate::jsonb::Jsonb;
+use crate::pg::spi::{CallerMemory, Int8, JsonbValue, NotNull, Nullable, RowJsonb, Session, Text};
+use crate::statements;
+
+/// Records read from a map, copied into the caller's memory.
+pub type Records<'fcx> = Vec<(i64, Jsonb<'fcx>)>;
+
+statements! {
+    /// The current page: the current chunk's records newest first, and the newest archived
+    /// token. State and records are read by one statement, so they agree.
+    pub CURRENT_PAGE: Statement<(Text,), (NotNull<JsonbValue>,)> = read(
+        "SELECT jsonb_build_object(
+                'map', s.map,
+                'page_token', 'current',
+                'records', coalesce(
+                    (SELECT jsonb_agg(jsonb_build_object('seq', c.seq, 'payload', c.payload) ORDER BY c.seq DESC)
+                     FROM chunked_map.current_record AS c
+                     WHERE c.map = s.map AND c.seq >= s.current_first_seq AND c.seq < s.next_seq),
+                    '[]'::jsonb),
+                'next_page_token', s.newest_archived_token)
+         FROM chunked_map.map_state AS s
+         WHERE s.map = $1"
+    );
+
+    /// An archived page: a function of the stored row alone, hence byte-identical on every read.
+    pub ARCHIVED_PAGE: Statement<(Text, Int8, Text), (NotNull<JsonbValue>,)> = read(
+        "SELECT jsonb_build_object(
+                'map', a.map,
+                'page_token', $3,
+                'records', (SELECT jsonb_agg(jsonb_build_object('seq', a.first_seq + p.i - 1, 'payload', p.payload)
+                                             ORDER BY p.i DESC)
+                            FROM unnest(a.payloads) WITH ORDINALITY AS p(payload, i)),
+                'next_page_token', a.prev_token)
+         FROM chunked_map.archived_chunk AS a
+         WHERE a.map = $1 AND a.first_seq = $2"
+    );
+
+    /// The records of the current chunk, newest first (the current page as rows).
+    pub CURRENT_RECORDS: Statement<(Text,), (NotNull<Int8>, NotNull<JsonbValue>)> = read(
+        "SELECT c.seq, c.payload
+         FROM chunked_map.map_state AS s
+         JOIN chunked_map.current_record AS c
+           ON c.map = s.map AND c.seq >= s.current_first_seq AND c.seq < s.next_seq
+         WHERE s.map = $1
+         ORDER BY c.seq DESC"
+    );
+
+    /// The records of one archived chunk, newest first (an archived page as rows).
+    pub ARCHIVED_RECORDS: Statement<(Text, Int8), (NotNull<Int8>, NotNull<JsonbValue>)> = read(
+        "SELECT a.first_seq + p.i - 1, p.payload
+         FROM chunked_map.archived_chunk AS a
+         CROSS JOIN LATERAL unnest(a.payloads) WITH ORDINALITY AS p(payload, i)
+         WHERE a.map = $1 AND a.first_seq = $2
+         ORDER BY p.i DESC"
+    );
+
+    /// Records `$2 < seq < $3`, oldest first, at most `$4`, when the first of them is archived:
+    /// from the archived chunk that holds it (one probe of the primary key for the greatest
+    /// first sequence not above it), the chunks after it up to the end of the range, and the
+    /// current chunk.
+    pub READ_FORWARD: Statement<(Text, Int8, Int8, Int8), (NotNull<Int8>, NotNull<JsonbValue>)> = read(
+        "SELECT r.seq, r.payload
+         FROM (
+             SELECT a.first_seq + p.i - 1 AS seq, p.payload
+             FROM chunked_map.archived_chunk AS a
+             CROSS JOIN LATERAL unnest(a.payloads) WITH ORDINALITY AS p(payload, i)
+             WHERE a.map = $1
+               AND a.first_seq >= coalesce(
+                       (SELECT b.first_seq FROM chunked_map.archived_chunk AS b
+                        WHERE b.map = $1 AND b.first_seq <= $2 + 1
+                        ORDER BY b.first_seq DESC LIMIT 1), 0)
+               AND a.first_seq < $3
+             UNION ALL
+             SELECT c.seq, c.payload
+             FROM chunked_map.current_record AS c
+             WHERE c.map = $1 AND c.seq > $2 AND c.seq < $3
+         ) AS r
+         WHERE r.seq > $2 AND r.seq < $3
+         ORDER BY r.seq
+         LIMIT $4"
+    );
+
+    /// The same when they are all in the current chunk: its index alone.
+    pub READ_FORWARD_CURRENT: Statement<(Text, Int8, Int8, Int8), (NotNull<Int8>, NotNull<JsonbValue>)> = read(
+        "SELECT c.seq, c.payload
+         FROM chunked_map.current_record AS c
+         WHERE c.map = $1 AND c.seq > $2 AND c.seq < $3
+         ORDER BY c.seq
+         LIMIT $4"
+    );
+
+    /// What `chunked_info` reports, from the state row alone.
+    pub INFO: Statement<(Text,), (NotNull<JsonbValue>,)> = read(
+        "SELECT jsonb_build_object(
+                'map', s.map,
+                'chunk_size', s.chunk_size,
+                'next_seq', s.next_seq,
+                'current_records', s.next_seq - s.current_first_seq,
+                'archived_chunks', s.archived_chunks,
+                'newest_archived_token', s.newest_archived_token,
+                'total_records', s.next_seq - 1,
+                'notify', s.notify)
+            || CASE WHEN s.notify THEN jsonb_build_object('notify_channel', s.notify_channel)
+                    ELSE '{}'::jsonb END
+         FROM chunked_map.map_state AS s
+         WHERE s.map = $1"
+    );
+
+    /// One record by sequence: from the current chunk, or from the archived chunk with the
+    /// greatest first sequence not above it (one probe of the primary key), at index
+    /// `seq - first_seq + 1`; NULL for a sequence the map has not.
+    pub GET_RECORD: Statement<(Text, Int8), (Nullable<JsonbValue>,)> = read(
+        "SELECT CASE
+                WHEN $2 < 1 OR $2 >= s.next_seq THEN NULL
+                WHEN $2 >= s.current_first_seq THEN
+                    (SELECT jsonb_build_object('seq', c.seq, 'payload', c.payload)
+                     FROM chunked_map.current_record AS c
+                     WHERE c.map = s.map AND c.seq = $2)
+                ELSE
+                    (SELECT CASE WHEN $2 < a.first_seq + cardinality(a.payloads) THEN
+                                jsonb_build_object('seq', $2, 'payload', a.payloads[($2 - a.first_seq + 1)::integer])
+                            END
+                     FROM chunked_map.archived_chunk AS a
+                     WHERE a.map = s.map AND a.first_seq <= $2
+                     ORDER BY a.first_seq DESC
+                     LIMIT 1)
+                END
+         FROM chunked_map.map_state AS s
+         WHERE s.map = $1"
+    );
+}
+
+/// The current page, `None` when the map was never started.
+pub fn current_page<'fcx>(
+    session: &Session,
+    caller: CallerMemory<'fcx>,
+    map: &str,
+) -> Option<Jsonb<'fcx>> {
+    session
+        .run(&CURRENT_PAGE, (map,))
+        .first()
+        .map(|(page,)| page.copy_to(caller))
+}
+
+/// The archived page whose first sequence is `first_seq`, `None` when there is none.
+pub fn archived_page<'fcx>(
+    session: &Session,
+    caller: CallerMemory<'fcx>,
+    map: &str,
+    first_seq: i64,
+    token: &str,
+) -> Option<Jsonb<'fcx>> {
+    session
+        .run(&ARCHIVED_PAGE, (map, first_seq, token))
+        .first()
+        .map(|(page,)| page.copy_to(caller))
+}
+
+fn copied<'r, 'fcx>(
+    caller: CallerMemory<'fcx>,
+    rows: impl Iterator<Item = (i64, RowJsonb<'r>)>,
+) -> Records<'fcx> {
+    rows.map(|(seq, payload)| (seq, payload.copy_to(caller)))
+        .collect()
+}
+
+pub fn current_records<'fcx>(
+    session: &Session,
+    caller: CallerMemory<'fcx>,
+    map: &str,
+) -> Records<'fcx> {
+    copied(caller, session.run(&CURRENT_RECORDS, (map,)).iter())
+}
+
+pub fn archived_records<'fcx>(
+    session: &Session,
+    caller: CallerMemory<'fcx>,
+    map: &str,
+    first_seq: i64,
+) -> Records<'fcx> {
+    copied(
+        caller,
+        session.run(&ARCHIVED_RECORDS, (map, first_seq)).iter(),
+    )
+}
+
+/// Records after `after_seq` up to `end_seq` (exclusive), at most `max_records`, oldest first;
+/// `current_first_seq` tells whether any is archived.
+pub fn read_forward<'fcx>(
+    session: &Session,
+    caller: CallerMemory<'fcx>,
+    map: &str,
+    after_seq: i64,
+    (end_seq, current_first_seq): (i64, i64),
+    max_records: i32,
+) -> Records<'fcx> {
+    let statement = if after_seq.saturating_add(1) >= current_first_seq {
+        &READ_FORWARD_CURRENT
+    } else {
+        &READ_FORWARD
+    };
+    let arguments = (map, after_seq, end_seq, i64::from(max_records));
+    copied(caller, session.run(statement, arguments).iter())
+}
+
+/// `chunked_info` of the map, `None` when it was never started.
+pub fn info<'fcx>(session: &Session, caller: CallerMemory<'fcx>, map: &str) -> Option<Jsonb<'fcx>> {
+    session
+        .run(&INFO, (map,))
+        .first()
+        .map(|(info,)| info.copy_to(caller))
+}
+
+/// `Some(None)` when the map exists but has no record `seq`; `None` when the map does not exist.
+pub fn get_record<'fcx>(
+    session: &Session,
+    caller: CallerMemory<'fcx>,
+    map: &str,
+    seq: i64,
+) -> Option<Option<Jsonb<'fcx>>> {
+    session
+        .run(&GET_RECORD, (map, seq))
+        .first()
+        .map(|(record,)| record.map(|record| record.copy_to(caller)))
+}

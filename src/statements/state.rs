@@ -1,0 +1,165 @@
+//! A map's state row: its lock, and what writers and readers see of it.
+
+use pgrx::pg_sys;
+
+use crate::chunking::CurrentChunk;
+use crate::pg::boundary::PgError;
+use crate::pg::spi::{Int4, Int8, NotNull, Nullable, Session, Text, Tid};
+use crate::statements;
+
+/// The state row of a map, as the holder of its lock read it.
+#[derive(Debug, Clone)]
+pub struct MapState {
+    /// The row version read (and locked): later statements of the same call address it directly.
+    pub tid: pg_sys::ItemPointerData,
+    /// Size given to chunks started from now on.
+    pub chunk_size: i32,
+    pub current: CurrentChunk,
+    /// Token of the newest archived chunk, `None` before the first rollover.
+    pub newest_archived_token: Option<String>,
+    /// The map's notification channel while its notifications are on.
+    pub announce_on: Option<String>,
+}
+
+/// The state row's columns as a writer reads them: every statement that returns the state
+/// selects exactly these, in this order, and decodes them with [`map_state`].
+macro_rules! state_columns {
+    () => {
+        "s.ctid, s.chunk_size, s.current_first_seq, s.next_seq, s.current_chunk_size,
+         s.current_bytes, s.newest_archived_token, CASE WHEN s.notify THEN s.notify_channel END"
+    };
+}
+pub(crate) use state_columns;
+
+/// The types of [`state_columns!`].
+pub type StateColumns = (
+    NotNull<Tid>,
+    NotNull<Int4>,
+    NotNull<Int8>,
+    NotNull<Int8>,
+    NotNull<Int4>,
+    NotNull<Int8>,
+    Nullable<Text>,
+    Nullable<Text>,
+);
+
+/// A row of [`StateColumns`].
+pub fn map_state(
+    (tid, chunk_size, first_seq, next_seq, size, bytes, newest_archived_token, announce_on): (
+        pg_sys::ItemPointerData,
+        i32,
+        i64,
+        i64,
+        i32,
+        i64,
+        Option<String>,
+        Option<String>,
+    ),
+) -> MapState {
+    MapState {
+        tid,
+        chunk_size,
+        current: CurrentChunk {
+            first_seq,
+            next_seq,
+            size,
+            bytes,
+        },
+        newest_archived_token,
+        announce_on,
+    }
+}
+
+statements! {
+    /// The map's lock, without waiting: a row another transaction holds is skipped (not found).
+    /// Under REPEATABLE READ and SERIALIZABLE, PostgreSQL raises 40001 when the row was changed by
+    /// a transaction that committed after the snapshot.
+    pub LOCK_STATE: Statement<(Text,), StateColumns> = write(concat!(
+        "SELECT ", state_columns!(), "
+         FROM chunked_map.map_state AS s
+         WHERE s.map = $1
+         FOR UPDATE SKIP LOCKED"
+    ));
+
+    /// The same lock, waiting up to the statement's `lock_timeout` (`chunked_map.lock_timeout`).
+    /// Only run after [`LOCK_STATE`] in the same call, so the relation locks it needs are held
+    /// already and the only thing it can wait for is the row.
+    pub LOCK_STATE_WAIT: Statement<(Text,), StateColumns> = write(concat!(
+        "SELECT ", state_columns!(), "
+         FROM chunked_map.map_state AS s
+         WHERE s.map = $1
+         FOR UPDATE"
+    ));
+
+    /// Whether the map has a state row, as a writer sees it.
+    pub MAP_VISIBLE_TO_WRITER: Statement<(Text,), (NotNull<Int8>,)> = write(
+        "SELECT count(*) FROM chunked_map.map_state AS s WHERE s.map = $1"
+    );
+
+    /// Whether the map has a state row in the calling statement's snapshot, or (run on the
+    /// latest snapshot) committed by now.
+    pub MAP_EXISTS: Statement<(Text,), (NotNull<Int8>,)> = read(
+        "SELECT count(*) FROM chunked_map.map_state AS s WHERE s.map = $1"
+    );
+
+    /// The next sequence of a map as a writer sees it, without its lock.
+    pub NEXT_SEQ_FOR_WRITER: Statement<(Text,), (NotNull<Int8>,)> = write(
+        "SELECT s.next_seq FROM chunked_map.map_state AS s WHERE s.map = $1"
+    );
+
+    /// Where a map's records are: `(next_seq, current_first_seq)`, from its state row alone.
+    pub EXTENT: Statement<(Text,), (NotNull<Int8>, NotNull<Int8>)> = read(
+        "SELECT s.next_seq, s.current_first_seq FROM chunked_map.map_state AS s WHERE s.map = $1"
+    );
+}
+
+/// [`LOCK_STATE`]: `None` when the map has no row this transaction can lock now.
+pub fn lock_state(session: &Session, map: &str) -> Option<MapState> {
+    session.run(&LOCK_STATE, (map,)).first().map(map_state)
+}
+
+/// [`LOCK_STATE_WAIT`]: `None` when the row went away while waiting (dropped). A timeout, a
+/// deadlock or a cancel while waiting is returned, for the caller to relabel or let go on.
+pub fn lock_state_wait(session: &Session, map: &str) -> Result<Option<MapState>, PgError> {
+    Ok(session
+        .try_run(&LOCK_STATE_WAIT, (map,))?
+        .first()
+        .map(map_state))
+}
+
+/// Whether a writer sees a state row of the map.
+pub fn visible_to_writer(session: &Session, map: &str) -> bool {
+    session
+        .run(&MAP_VISIBLE_TO_WRITER, (map,))
+        .first()
+        .is_some_and(|(count,)| count > 0)
+}
+
+/// Whether the map exists in the calling statement's snapshot.
+pub fn map_exists(session: &Session, map: &str) -> bool {
+    session
+        .run(&MAP_EXISTS, (map,))
+        .first()
+        .is_some_and(|(count,)| count > 0)
+}
+
+/// Whether the map exists in the newest committed state.
+pub fn map_exists_now(session: &Session, map: &str) -> bool {
+    session
+        .run_on_latest(&MAP_EXISTS, (map,))
+        .first()
+        .is_some_and(|(count,)| count > 0)
+}
+
+/// [`NEXT_SEQ_FOR_WRITER`]: `None` when the map does not exist.
+pub fn next_seq_for_writer(session: &Session, map: &str) -> Option<i64> {
+    session
+        .run(&NEXT_SEQ_FOR_WRITER, (map,))
+        .first()
+        .map(|(next,)| next)
+}
+
+/// [`EXTENT`]: `None` when the map does not exist.
+pub fn extent(session: &Session, map: &str) -> Option<(i64, i64)> {
+    session.run(&EXTENT, (map,)).first()
+}
