@@ -12,6 +12,7 @@
 #   (15: Debian 12, 17: Debian 13, 18: forky), and pg_upgrade from 15 to 17 the Debian way
 #   (tests/package/run.sh, tests/package/pg_upgrade.sh)
 #   the Citus tests, where Citus is installed
+# First of all, cargo fmt --check and cargo clippy -D warnings.
 # Ends with one line per PostgreSQL version: passed, failed, or skipped and why; fails if any
 # failed. A version whose server cannot be had here (its wheel or chroot cannot be downloaded) is
 # skipped, never reported as passed.
@@ -34,6 +35,12 @@ filter=("$@")
 summary=()
 failed=false
 started_at=$SECONDS
+
+# The code as written: formatted, and nothing clippy warns of (with Debian 12's PostgreSQL 15).
+PG_MAJOR=15 scripts/prerequisites.sh
+log "cargo fmt --check; cargo clippy --workspace --all-targets -- -D warnings"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
 record() { summary+=("PostgreSQL $1: $2 ($(( (SECONDS - $3) / 60 )) min $(( (SECONDS - $3) % 60 )) s)"); }
 
 for version in "${versions[@]}"; do

@@ -142,7 +142,9 @@ pub fn section(cluster: &Cluster, work: &Path, rounds: usize, seconds: u32) -> O
             .unwrap();
     }
     let url = cluster.url("http");
-    let configs: [(&str, usize, &[(&str, &str)]); 4] = [
+    // (workload, maps, the service's environment)
+    type Config<'a> = (&'a str, usize, &'a [(&'a str, &'a str)]);
+    let configs: [Config<'_>; 4] = [
         ("1 map, default (waits up to 50 ms)", 1, &[]),
         (
             "1 map, LOCK_TIMEOUT_MS=0 (never waits, retries)",

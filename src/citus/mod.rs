@@ -1,10 +1,10 @@
 //! Everything the extension does differently on a Citus cluster, and the one question the rest
 //! of the extension asks about it: are the storage tables distributed here?
 //!
-//! - [`null_map_guard`]: keeps a NULL map away from Citus's function delegation;
-//! - [`distribute`]: `chunked_distribute()`;
-//! - [`statements`]: the statements only a cluster runs, the routed append among them;
-//! - [`lock_wait`]: waiting for a map whose row is on another node.
+//! - keeping a NULL map away from Citus's function delegation ([`null_map_guard`]);
+//! - `chunked_distribute()` itself ([`distribute`]);
+//! - the statements only a cluster runs, the routed append among them ([`statements`]);
+//! - waiting for a map whose row is on another node ([`lock_wait`]).
 
 pub mod distribute;
 pub mod lock_wait;

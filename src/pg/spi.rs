@@ -107,21 +107,11 @@ impl<P: Params, C: Columns> Statement<P, C> {
 /// What the test that prepares every statement needs to know of one.
 #[cfg_attr(not(any(test, feature = "pg_test")), allow(dead_code))]
 pub trait Declared: Sync {
-    fn key(&self) -> &'static str;
-    fn sql(&self) -> &'static str;
     /// Prepares (and keeps) the statement, checking its result's column types.
     fn prepare(&self, session: &Session);
 }
 
 impl<P: Params, C: Columns> Declared for Statement<P, C> {
-    fn key(&self) -> &'static str {
-        self.key
-    }
-
-    fn sql(&self) -> &'static str {
-        self.sql
-    }
-
     fn prepare(&self, _session: &Session) {
         kept_plan(self);
     }
@@ -482,10 +472,9 @@ impl Session {
     ) -> Rows<'_, C> {
         // SAFETY: reading the transaction's isolation level.
         let serializable = unsafe { pg_sys::XactIsoLevel } == pg_sys::XACT_SERIALIZABLE as i32;
-        let snapshot = serializable.then(|| {
-            // SAFETY: PostgreSQL's static "self" snapshot; SPI copies it for the statement.
-            (std::ptr::addr_of_mut!(pg_sys::SnapshotSelfData), false)
-        });
+        // PostgreSQL's static "self" snapshot; SPI copies it for the statement.
+        let snapshot =
+            serializable.then_some((std::ptr::addr_of_mut!(pg_sys::SnapshotSelfData), false));
         self.execute(statement, arguments.bind_all(), snapshot)
             .or_rethrow()
     }
@@ -540,6 +529,7 @@ impl Session {
                 count: usize::try_from(pg_sys::SPI_processed).unwrap_or(usize::MAX),
                 key: statement.key,
                 session: PhantomData,
+                columns: PhantomData,
             })
         }
     }
@@ -607,7 +597,8 @@ pub struct Rows<'s, C: Columns> {
     table: *mut pg_sys::SPITupleTable,
     count: usize,
     key: &'static str,
-    session: PhantomData<(&'s Session, fn() -> C)>,
+    session: PhantomData<&'s Session>,
+    columns: PhantomData<fn() -> C>,
 }
 
 impl<C: Columns> Rows<'_, C> {
