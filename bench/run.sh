@@ -2,7 +2,7 @@
 # The chunked_map benchmark, one command: installs what is missing, builds and installs the
 # release build and, for the side-by-side comparison, the released 0.2.0 (bench/baseline.sh),
 # and runs bench/src/main.rs against its own throw-away cluster. Prints a markdown table and
-# writes it to bench/results/latest.md. About 15 minutes, plus the two release builds.
+# writes it to bench/results/latest.md. About 14 minutes (the last full run took 13.7), plus the two release builds.
 # Usage: bench/run.sh [--no-baseline] [--append-rounds N] [--append-seconds S] [--rounds N] [--seconds S] [--quick]
 set -euo pipefail
 source "$(dirname "$0")/../scripts/lib.sh"

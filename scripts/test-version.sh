@@ -40,4 +40,4 @@ for test in tests/cluster/tests/*.rs; do
     esac
     targets+=(--test "$name")
 done
-cargo test -p chunked_map_cluster_tests "${targets[@]}" -- "$@"
+cargo test --no-fail-fast -p chunked_map_cluster_tests "${targets[@]}" -- "$@"

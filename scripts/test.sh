@@ -47,13 +47,17 @@ for version in "${versions[@]}"; do
     began=$SECONDS
     case "$version" in
     15)
-        if PG_MAJOR=15 scripts/test-version.sh --with-clients "${filter[@]}" &&
-            PG_MAJOR=15 scripts/postgres-suite.sh &&
-            { log "HTTP service, benchmark driver, Diesel example"
-              cargo test -p subscribers-http -p chunked_map_bench -p chunked_map_diesel_example -- "${filter[@]}"; }; then
+        # every part runs, whether or not one before it failed
+        parts_failed=()
+        PG_MAJOR=15 scripts/test-version.sh --with-clients "${filter[@]}" || parts_failed+=("tests")
+        PG_MAJOR=15 scripts/postgres-suite.sh || parts_failed+=("PostgreSQL's regression suite")
+        log "HTTP service, benchmark driver, Diesel example"
+        cargo test --no-fail-fast -p subscribers-http -p chunked_map_bench -p chunked_map_diesel_example -- "${filter[@]}" ||
+            parts_failed+=("HTTP service, benchmark driver, Diesel")
+        if [ ${#parts_failed[@]} -eq 0 ]; then
             record 15 "passed: unit tests, #[pg_test]s, cluster tests with the client examples, PostgreSQL's regression suite with and without chunked_map, HTTP service, Diesel" "$began"
         else
-            record 15 "FAILED" "$began"; failed=true
+            record 15 "FAILED: $(IFS=,; echo "${parts_failed[*]}")" "$began"; failed=true
         fi
         ;;
     16)

@@ -58,7 +58,7 @@ CREATE TABLE chunked_map.current_record (
 -- arithmetic on sizes. Layout 1: payloads holds the chunk's payloads oldest first (at most
 -- chunk_size of them, fewer when chunked_map.max_chunk_bytes filled it first), the record with
 -- sequence first_seq + i - 1 at index i. Archiving copies the payload datums as they are
--- (array_agg), never re-encoding JSON; pages are built from it when read.
+-- (ARRAY(SELECT payload ...)), never re-encoding JSON; pages are built from it when read.
 CREATE TABLE chunked_map.archived_chunk (
     map        text     COLLATE "C" NOT NULL,
     first_seq  bigint   NOT NULL,

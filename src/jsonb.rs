@@ -9,13 +9,10 @@
 //!
 //! `'mcx` is the lifetime of the memory a value points into: an argument lives as long as the
 //! call (`'fcx`), a result as long as the memory context of the caller it was copied into
-//! ([`crate::spi::CallerMemory`]).
+//! ([`crate::pg::spi::CallerMemory`]).
 
 use std::marker::PhantomData;
 
-use pgrx::callconv::{Arg, ArgAbi, BoxRet, FcInfo};
-use pgrx::datum::Datum;
-use pgrx::nullable::Nullable;
 use pgrx::{pg_sys, varlena, FromDatum, IntoDatum};
 
 /// A non-NULL `jsonb` value, valid for `'mcx`.
@@ -58,6 +55,7 @@ impl<'mcx> Jsonb<'mcx> {
 /// # Safety
 /// `datum` is a non-NULL jsonb datum.
 pub unsafe fn payload_bytes(datum: pg_sys::Datum) -> usize {
+    // SAFETY: the caller's: `datum` is a non-NULL jsonb datum, which both measures need.
     unsafe { binary_bytes(datum).max(text_bytes(datum)) }
 }
 
@@ -239,6 +237,8 @@ unsafe fn numeric_text_bytes(numeric: pg_sys::Numeric) -> usize {
 /// `datum` is a non-NULL varlena datum.
 unsafe fn binary_bytes(datum: pg_sys::Datum) -> usize {
     let pointer = datum.cast_mut_ptr::<pg_sys::varlena>();
+    // SAFETY: the caller's: `datum` points to a varlena, whose first byte says which header it
+    // has; each size is read from the header that byte names.
     unsafe {
         if varlena::varatt_is_1b(pointer) && !varlena::varatt_is_1b_e(pointer) {
             varlena::varsize_1b(pointer).saturating_sub(1)
@@ -266,29 +266,11 @@ impl FromDatum for Jsonb<'_> {
         is_null: bool,
         _typoid: pg_sys::Oid,
     ) -> Option<Self> {
+        // SAFETY: the caller's (FromDatum's contract): a non-NULL `datum` is a jsonb datum
+        // valid for as long as the value is used.
         (!is_null).then(|| unsafe { Jsonb::from_raw(datum) })
     }
 }
-
-unsafe impl<'fcx> ArgAbi<'fcx> for Jsonb<'fcx> {
-    unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
-        let index = arg.index();
-        unsafe { arg.unbox_arg_using_from_datum() }
-            .unwrap_or_else(|| panic!("argument {index} must not be null"))
-    }
-
-    unsafe fn unbox_nullable_arg(arg: Arg<'_, 'fcx>) -> Nullable<Self> {
-        unsafe { arg.unbox_arg_using_from_datum() }.into()
-    }
-}
-
-unsafe impl BoxRet for Jsonb<'_> {
-    unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> Datum<'fcx> {
-        unsafe { fcinfo.return_raw_datum(self.datum) }
-    }
-}
-
-pgrx::impl_sql_translatable!(Jsonb<'_>, "jsonb");
 
 /// A non-NULL `jsonb[]` argument, valid for the call.
 #[derive(Clone, Copy)]
@@ -346,20 +328,6 @@ impl FromDatum for JsonbArray<'_> {
         })
     }
 }
-
-unsafe impl<'fcx> ArgAbi<'fcx> for JsonbArray<'fcx> {
-    unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
-        let index = arg.index();
-        unsafe { arg.unbox_arg_using_from_datum() }
-            .unwrap_or_else(|| panic!("argument {index} must not be null"))
-    }
-
-    unsafe fn unbox_nullable_arg(arg: Arg<'_, 'fcx>) -> Nullable<Self> {
-        unsafe { arg.unbox_arg_using_from_datum() }.into()
-    }
-}
-
-pgrx::impl_sql_translatable!(JsonbArray<'_>, arg_only = "jsonb[]");
 
 /// A `jsonb[]` value built from some payloads (a batch's chunk), valid for `'m`: only as long
 /// as the memory it was built in, which [`BatchMemory::with_array`] resets after use.

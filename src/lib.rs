@@ -1,21 +1,24 @@
 //! chunked_map: append-only, insertion-ordered logs per key in PostgreSQL, stored in bounded
 //! chunks and read in token-addressed pages, newest first.
 //!
-//! - `api`: the SQL functions, thin
-//! - `append`: where a map is written (start, append, batch, resize, drop)
+//! - `api`: the SQL functions, thin: arguments in, one domain call, result out
+//! - `append`: where a map is written (start, append, batch, resize, notify, drop)
 //! - `lock`: taking a map's lock, and what a writer is told when it cannot
-//! - `chunking`: when a chunk is full, how a batch is cut into chunks
+//! - `name_lock`: the lock on a map's name that starts and drops take, in a lock space of its own
+//! - `chunking`: when a chunk is full, how a batch is cut into chunks (pure Rust)
 //! - `read`: where a map is read (pages, rows, forward reads, records, info)
-//! - `store`: every SQL statement the extension runs
-//! - `spi`: how those statements run (snapshots, kept plans, the caller's memory)
+//! - `statements`: every SQL statement the extension runs on one node, declared once, by purpose
+//! - `citus`: everything that differs on a Citus cluster (the NULL-map guard, distribution, the
+//!   routed append, the polled lock wait), and the one question: are the tables distributed here?
+//! - `pg`: the PostgreSQL C interface as the rest uses it: the error boundary, the calling
+//!   convention, typed statements over SPI; it knows nothing of the extension's errors or tables
 //! - `xact`: what is remembered until the end of the transaction (and announced at commit)
 //! - `token`: page tokens, parsed and formatted
-//! - `input`: argument checks
-//! - `error`: every failure, its SQLSTATE, and raising it
-//! - `jsonb`: jsonb values passed through as datums
+//! - `input`: argument checks and the limits they enforce
+//! - `error`: every failure, its SQLSTATE, message, detail and hint
+//! - `jsonb`: jsonb values passed through as datums, and their measured size
 //! - `immutability`: the trigger that keeps history from being rewritten
 //! - `verify`: `chunked_verify`, the consistency check
-//! - `distribute`: `chunked_distribute`, spreading the maps over a Citus cluster
 //! - `guc`: settings
 
 mod api;

@@ -121,7 +121,8 @@ fn on_name(
 
 /// Whether the transaction reads with one snapshot (REPEATABLE READ, SERIALIZABLE).
 pub fn uses_transaction_snapshot() -> bool {
-    // SAFETY: reading the transaction's isolation level.
+    // SAFETY: XactIsoLevel is a plain int of this backend (one thread), fixed for the whole
+    // transaction once it has a snapshot; reading it cannot fault.
     unsafe { pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32 }
 }
 

@@ -87,7 +87,8 @@ thread_local! {
 }
 
 fn current_subtransaction() -> pg_sys::SubTransactionId {
-    // SAFETY: reads the current subtransaction's id.
+    // SAFETY: GetCurrentSubTransactionId only reads this backend's transaction state (one
+    // thread per backend), valid whenever a transaction is open; it raises nothing.
     unsafe { pg_sys::GetCurrentSubTransactionId() }
 }
 
@@ -269,7 +270,8 @@ fn subtransaction_committed(
 
 /// Registers the callbacks; called once per backend, from `_PG_init`.
 pub fn register() {
-    // SAFETY: callbacks with the signatures PostgreSQL expects, registered once.
+    // SAFETY: functions with the signatures PostgreSQL expects, registered once (from _PG_init)
+    // and never unregistered: the library is never unloaded, so the pointers stay valid.
     unsafe {
         pg_sys::RegisterXactCallback(Some(on_transaction_event), std::ptr::null_mut());
         pg_sys::RegisterSubXactCallback(Some(on_subtransaction_event), std::ptr::null_mut());

@@ -187,7 +187,8 @@ pub unsafe fn catching<T: Copy>(call: impl FnOnce() -> T + Copy) -> Result<T, Pg
 /// Memory that outlives the unwinding after a caught error (SPI's, where the error may have
 /// been caught, is freed on the way) and is freed with the (sub)transaction the error aborts.
 fn lasting_memory() -> pg_sys::MemoryContext {
-    // SAFETY: reading PostgreSQL's global memory context pointers.
+    // SAFETY: the memory context globals belong to this backend (one thread) and are only read
+    // here; CurTransactionContext is checked for NULL (no transaction) before it is used.
     unsafe {
         if pg_sys::CurTransactionContext.is_null() {
             pg_sys::TopMemoryContext

@@ -470,7 +470,8 @@ impl Session {
         statement: &Statement<P, C>,
         arguments: impl Arguments<P>,
     ) -> Rows<'_, C> {
-        // SAFETY: reading the transaction's isolation level.
+        // SAFETY: XactIsoLevel is a plain int of this backend (one thread), fixed for the
+        // whole transaction once it has a snapshot; reading it cannot fault.
         let serializable = unsafe { pg_sys::XactIsoLevel } == pg_sys::XACT_SERIALIZABLE as i32;
         // PostgreSQL's static "self" snapshot; SPI copies it for the statement.
         let snapshot =

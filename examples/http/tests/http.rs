@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use chunked_map_cluster_tests::Cluster;
+use chunked_map_cluster_tests::{wait_until_a_session_waits_for_a_lock, Cluster};
 use serde_json::{json, Value};
 
 const BASE: &str = "/patterns/sequentially-chunked-attribute-map";
@@ -369,12 +369,19 @@ fn sixteen_concurrent_appenders_to_one_map_all_succeed_with_contiguous_sequences
 }
 
 #[test]
-fn by_default_a_request_waits_briefly_for_a_held_map_and_never_waits_when_told_not_to() {
+fn a_request_waits_for_a_held_map_within_its_lock_timeout_and_never_waits_when_told_not_to() {
     let cluster = Cluster::start();
     let mut db = cluster.database("waits");
     db.batch_execute("SELECT chunked_map.chunked_start('subscribers')")
         .unwrap();
-    let waiting = Service::spawn(&cluster, "waits", "subscribers", &[]);
+    // (the service's default, 50 ms, is shorter than a loaded machine may take to see the wait
+    // and commit: a minute here, so that what the test sees does not depend on its speed)
+    let waiting = Service::spawn(
+        &cluster,
+        "waits",
+        "subscribers",
+        &[("LOCK_TIMEOUT_MS", "60000")],
+    );
     let nowait = Service::spawn(
         &cluster,
         "waits",
@@ -382,16 +389,17 @@ fn by_default_a_request_waits_briefly_for_a_held_map_and_never_waits_when_told_n
         &[("LOCK_TIMEOUT_MS", "0"), ("RETRY_MAX_ATTEMPTS", "1")],
     );
 
-    // a transaction holds the map for 20 ms: the default service waits for it (no retry)
+    // a transaction holds the map until the service's append is seen waiting for it: the
+    // service waits (no retry) and appends after it
     db.batch_execute("BEGIN; SELECT chunked_map.chunked_register('subscribers', '{}');")
         .unwrap();
-    let release = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(20));
+    let mut observer = cluster.connect("waits");
+    let answer = std::thread::scope(|scope| {
+        let request = scope.spawn(|| waiting.register("{}"));
+        wait_until_a_session_waits_for_a_lock(&mut observer, "waits");
         db.batch_execute("COMMIT").unwrap();
-        db
+        request.join().unwrap()
     });
-    let answer = waiting.register("{}");
-    let mut db = release.join().unwrap();
     assert_eq!(answer.status, 200, "{}", answer.text);
     assert_eq!(answer.json(), json!({"seq": 2}));
     assert_eq!(answer.retries, 0, "it waited instead of retrying");

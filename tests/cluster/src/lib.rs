@@ -109,6 +109,23 @@ impl Cluster {
         &self.dir
     }
 
+    /// Blocks until the server's log has a line containing `text` (a backend writes each
+    /// message to the log before it sends it to its client), or panics after a minute.
+    pub fn wait_for_log_line(&self, text: &str) {
+        let began = std::time::Instant::now();
+        loop {
+            let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+            if log.lines().any(|line| line.contains(text)) {
+                return;
+            }
+            assert!(
+                began.elapsed() < Duration::from_secs(60),
+                "no line of the server log contains {text:?}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     pub fn connect(&self, database: &str) -> Client {
         self.connect_as(database, SUPERUSER)
     }
@@ -304,6 +321,32 @@ pub fn query_json(
         .unwrap_or_else(|e| panic!("{sql}: {e}"))
         .get(0);
     serde_json::from_str(&text).expect("valid JSON")
+}
+
+/// Blocks until a session connected to `database` waits for a heavyweight lock (as
+/// `pg_stat_activity` shows it to `observer`, a session of its own), or panics after a minute;
+/// returns its pid. What a test does next then happens while that session waits, whatever the
+/// machine's load.
+pub fn wait_until_a_session_waits_for_a_lock(observer: &mut Client, database: &str) -> i32 {
+    let began = std::time::Instant::now();
+    loop {
+        let waiting = observer
+            .query_opt(
+                "SELECT pid FROM pg_catalog.pg_stat_activity
+                 WHERE datname = $1 AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()
+                 LIMIT 1",
+                &[&database],
+            )
+            .expect("pg_stat_activity");
+        if let Some(row) = waiting {
+            return row.get(0);
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(60),
+            "no session of {database} waited for a lock"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// Every notification `listener` has been sent by now: one round trip to its server, which

@@ -6,7 +6,9 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use chunked_map_cluster_tests::page::{all_pages, all_pages_text, all_seqs, seqs};
-use chunked_map_cluster_tests::{assert_error, Client, Cluster};
+use chunked_map_cluster_tests::{
+    assert_error, wait_until_a_session_waits_for_a_lock, Client, Cluster,
+};
 
 const REGISTER: &str = "SELECT chunked_map.chunked_register($1, $2::text::jsonb)";
 
@@ -529,20 +531,19 @@ fn held_map_and_waiter(db: &'static str, lock_timeout: &str) -> (Setup, Client, 
 
 #[test]
 fn with_a_lock_timeout_an_append_waits_for_the_holder_to_commit() {
-    let (_setup, mut holder, mut waiter) = held_map_and_waiter("lock_timeout_wait", "5s");
-    let committer = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(300));
-        holder.batch_execute("COMMIT").unwrap();
-        holder
+    let (setup, mut holder, mut waiter) = held_map_and_waiter("lock_timeout_wait", "5s");
+    // the holder commits once the append is seen waiting for it, however long that takes
+    let mut observer = setup.connect();
+    let waiter_pid: i32 = waiter.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let appender = std::thread::spawn(move || {
+        let seq = register(&mut waiter, "subs", "{}").unwrap();
+        (seq, waiter)
     });
-    let began = Instant::now();
-    assert_eq!(register(&mut waiter, "subs", "{}").unwrap(), 2);
-    let waited = began.elapsed();
-    committer.join().unwrap();
-    assert!(
-        waited >= Duration::from_millis(250),
-        "waited only {waited:?}"
-    );
+    let waiting = wait_until_a_session_waits_for_a_lock(&mut observer, setup.db);
+    assert_eq!(waiting, waiter_pid, "the append waits for the holder");
+    holder.batch_execute("COMMIT").unwrap();
+    let (seq, mut waiter) = appender.join().unwrap();
+    assert_eq!(seq, 2, "it appended after the holder's record");
     // the server's own lock_timeout is untouched by the append
     let lock_timeout: String = waiter.query_one("SHOW lock_timeout", &[]).unwrap().get(0);
     assert_eq!(lock_timeout, "0");
@@ -603,7 +604,7 @@ fn a_batch_append_conflicts_like_a_single_one_and_takes_effect_whole() {
 }
 
 #[test]
-fn issue9_5_a_transaction_that_has_written_reads_one_snapshot_per_statement() {
+fn a_transaction_that_has_written_reads_one_snapshot_per_statement() {
     let (setup, mut reader) = Setup::new("reader_after_write");
     start(&mut reader, "m", 5);
     register(&mut reader, "m", "{}").unwrap();
@@ -651,7 +652,7 @@ fn issue9_5_a_transaction_that_has_written_reads_one_snapshot_per_statement() {
 }
 
 #[test]
-fn issue9_6_serializable_appends_to_separate_maps_never_report_a_held_map() {
+fn serializable_appends_to_separate_maps_never_report_a_held_map() {
     const WRITERS: usize = 4;
     const APPENDS_EACH: usize = 500;
     let (setup, mut client) = Setup::new("serializable_maps");

@@ -2,7 +2,10 @@
 //! - `tests/pg_regress`: psql sessions whose output, errors included, must match the committed
 //!   expected files (`pg_regress`);
 //! - `tests/isolation`: interleavings of several sessions in a given order, one spec per
-//!   interleaving (`pg_isolation_regress`, PostgreSQL's isolation tester).
+//!   interleaving (`pg_isolation_regress`, PostgreSQL's isolation tester). The specs
+//!   `<function>_under_each_isolation_level` are written here, before the tester runs, from one
+//!   template (`tests/isolation/write_function_under_each_isolation_level.spec.in`) and the
+//!   list [`UNDER_EACH_ISOLATION_LEVEL`].
 //!
 //! With CHUNKED_MAP_REGRESS_ACCEPT=1 the actual output is copied over the expected files
 //! instead (then read the diff before committing it).
@@ -11,6 +14,66 @@ use std::path::Path;
 use std::process::Command;
 
 use chunked_map_cluster_tests::{pg_bin_dir, pgxs_dir, repo_root, Cluster, SUPERUSER};
+
+/// A write function tested by the template spec: the same sessions and permutations (another
+/// transaction holds the map; another transaction's append committed after the caller's
+/// snapshot), under READ COMMITTED, REPEATABLE READ and SERIALIZABLE.
+struct WriteFunction {
+    /// the spec's name is `<spec>_under_each_isolation_level`
+    spec: &'static str,
+    /// the signature the spec's first line names
+    signature: &'static str,
+    /// what the spec adds to the template's header (comment lines), or ""
+    about: &'static str,
+    /// the statement each isolation level's session runs; `$session` is that session's name
+    /// (rc, rr, ser)
+    call: &'static str,
+}
+
+const UNDER_EACH_ISOLATION_LEVEL: &[WriteFunction] = &[
+    WriteFunction {
+        spec: "chunked_register",
+        signature: "chunked_register(map, payload)",
+        about: "",
+        call: "SELECT chunked_map.chunked_register('m', jsonb_build_object('by', '$session'));",
+    },
+    WriteFunction {
+        spec: "chunked_register_with_an_expectation",
+        signature: "chunked_register(map, payload, expected_last_seq)",
+        about: "# The caller expects the newest sequence to be 1 (the setup's record). Once another append has
+# committed, that expectation is wrong: 23000 \"has newest sequence 2, expected 1\", never 40001,
+# so that a retry loop stops; under REPEATABLE READ and SERIALIZABLE the out-of-date snapshot
+# is reported first.",
+        call: "SELECT chunked_map.chunked_register('m', jsonb_build_object('by', '$session'), 1);",
+    },
+    WriteFunction {
+        spec: "chunked_register_many",
+        signature: "chunked_register_many(map, payloads)",
+        about: "# Three payloads: with the writer's record they fill the chunk of 3 and roll it over.",
+        call: "SELECT count(*) FROM chunked_map.chunked_register_many('m', ARRAY[\
+               jsonb_build_object('by', '$session'), jsonb_build_object('by', '$session'), \
+               jsonb_build_object('by', '$session')]::jsonb[]);",
+    },
+    WriteFunction {
+        spec: "chunked_set_chunk_size",
+        signature: "chunked_set_chunk_size(map, chunk_size)",
+        about: "",
+        call: "SELECT chunked_map.chunked_set_chunk_size('m', 2);",
+    },
+    WriteFunction {
+        spec: "chunked_set_notify",
+        signature: "chunked_set_notify(map, enabled)",
+        about: "",
+        call: "SELECT chunked_map.chunked_set_notify('m', true);",
+    },
+    WriteFunction {
+        spec: "chunked_drop",
+        signature: "chunked_drop(map)",
+        about: "# A drop removes every record of the map, also one committed after the snapshot (READ
+# COMMITTED), or fails and removes nothing: it never leaves a record behind.",
+        call: "SELECT chunked_map.chunked_drop('m');",
+    },
+];
 
 #[test]
 fn pg_regress_output_matches_the_expected_files() {
@@ -26,28 +89,93 @@ fn isolation_specs_match_the_expected_files() {
     );
 }
 
+/// Every spec the template makes is in the schedule, with its expected output, and no other
+/// spec of that name is committed: a function added to the list is tested, one removed is not
+/// left half-tested.
+#[test]
+fn each_write_function_of_the_template_has_a_scheduled_spec_and_expected_output() {
+    let suite = repo_root().join("tests/isolation");
+    let schedule = std::fs::read_to_string(suite.join("schedule")).expect("isolation schedule");
+    for function in UNDER_EACH_ISOLATION_LEVEL {
+        let name = format!("{}_under_each_isolation_level", function.spec);
+        assert!(
+            schedule.lines().any(|line| line == format!("test: {name}")),
+            "{name} is not in tests/isolation/schedule"
+        );
+        assert!(
+            suite.join("expected").join(format!("{name}.out")).is_file(),
+            "tests/isolation/expected/{name}.out is missing"
+        );
+        assert!(
+            !suite.join("specs").join(format!("{name}.spec")).exists(),
+            "tests/isolation/specs/{name}.spec is committed, but the template writes it"
+        );
+    }
+}
+
+/// The isolation suite's input: the committed specs, expected files and schedule, and the specs
+/// written from the template.
+fn isolation_input(into: &Path) {
+    let suite = repo_root().join("tests/isolation");
+    for directory in ["specs", "expected"] {
+        std::fs::create_dir_all(into.join(directory)).expect("input directory");
+        for entry in std::fs::read_dir(suite.join(directory)).expect("suite directory") {
+            let path = entry.expect("suite file").path();
+            let target = into.join(directory).join(path.file_name().expect("file name"));
+            std::fs::copy(&path, target).expect("copy suite file");
+        }
+    }
+    std::fs::copy(suite.join("schedule"), into.join("schedule")).expect("copy schedule");
+
+    let template_path = suite.join("write_function_under_each_isolation_level.spec.in");
+    let template = std::fs::read_to_string(&template_path).expect("template spec");
+    // the template's own header (how it is used) is not part of the specs
+    let template = &template[template.find("# @FUNCTION@").expect("@FUNCTION@ line")..];
+    for function in UNDER_EACH_ISOLATION_LEVEL {
+        let mut spec = template
+            .replace("@FUNCTION@", function.signature)
+            .replace("@ABOUT@", function.about);
+        for session in ["rc", "rr", "ser"] {
+            spec = spec.replace(
+                &format!("@CALL_{}@", session.to_uppercase()),
+                &function.call.replace("$session", session),
+            );
+        }
+        assert!(!spec.contains('@'), "a placeholder is left in {}", function.spec);
+        let name = format!("{}_under_each_isolation_level.spec", function.spec);
+        std::fs::write(into.join("specs").join(name), spec).expect("write spec");
+    }
+}
+
 fn run_suite(runner: &str, suite: &str, database: &str) {
     let cluster = Cluster::start();
-    let suite = repo_root().join("tests").join(suite);
+    let committed = repo_root().join("tests").join(suite);
     let output_dir = cluster.socket_dir().join("results-dir");
     std::fs::create_dir_all(&output_dir).expect("output directory");
+    let input = if suite == "isolation" {
+        let input = cluster.socket_dir().join("isolation-input");
+        isolation_input(&input);
+        input
+    } else {
+        committed.clone()
+    };
 
     let status = Command::new(pgxs_dir().join("src/test").join(runner))
-        .arg(format!("--inputdir={}", suite.display()))
+        .arg(format!("--inputdir={}", input.display()))
         .arg(format!("--outputdir={}", output_dir.display()))
-        .arg(format!("--schedule={}", suite.join("schedule").display()))
+        .arg(format!("--schedule={}", input.join("schedule").display()))
         .arg(format!("--host={}", cluster.socket_dir().display()))
         .arg(format!("--port={}", cluster.port()))
         .arg(format!("--user={SUPERUSER}"))
         .arg(format!("--bindir={}", pg_bin_dir().display()))
         .arg(format!("--dbname={database}"))
         // the regression scripts' `\i setup.psql` is relative to here
-        .current_dir(&suite)
+        .current_dir(&input)
         .status()
         .expect("run the test runner");
 
     if std::env::var_os("CHUNKED_MAP_REGRESS_ACCEPT").is_some() {
-        accept(&output_dir.join("results"), &suite.join("expected"));
+        accept(&output_dir.join("results"), &committed.join("expected"));
         return;
     }
     if !status.success() {

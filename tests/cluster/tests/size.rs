@@ -1,4 +1,4 @@
-//! Issue 9, finding 3, at full size: chunks of payloads as large as the API accepts stay
+//! At full size: chunks of payloads as large as the API accepts stay
 //! readable. Pages are one jsonb value each (PostgreSQL's limit: 256 MiB) and archived chunks
 //! one array (1 GiB); `chunked_map.max_chunk_bytes` (64 MiB by default) closes a chunk before
 //! either is reached. Every page is read as JSON by a client and as rows, every record is
@@ -94,14 +94,14 @@ fn fill_and_read_back(client: &mut Client, map: &str, chunk_size: i32, count: i3
 }
 
 #[test]
-fn issue9_3_three_hundred_payloads_of_1_mib_in_a_chunk_size_of_300_stay_readable() {
+fn three_hundred_payloads_of_1_mib_in_a_chunk_size_of_300_stay_readable() {
     let cluster = Cluster::start_with(&["max_wal_size=4GB"]);
     let mut client = cluster.database("size_1mib");
     fill_and_read_back(&mut client, "big", 300, 300, 1_000_000);
 }
 
 #[test]
-fn issue9_3_three_thousand_payloads_of_100_kib_in_a_chunk_size_of_10000_stay_readable() {
+fn three_thousand_payloads_of_100_kib_in_a_chunk_size_of_10000_stay_readable() {
     let cluster = Cluster::start_with(&["max_wal_size=4GB"]);
     let mut client = cluster.database("size_100kib");
     fill_and_read_back(&mut client, "wide", 10_000, 3_000, 100 * 1024);

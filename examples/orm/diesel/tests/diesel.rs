@@ -1,11 +1,13 @@
 //! The Diesel example against a throw-away cluster: its appends meet a map another transaction
 //! holds (40001, retried), its optimistic append after the wrong sequence is the domain error,
 //! and the rows it reads back are every record, newest first.
-
-use std::time::Duration;
+//!
+//! The holder releases the map when the retry loop has met it, not after a pause: a pause races
+//! the loop's own backoff (whose total depends on the process id), which is how this test once
+//! failed on a loaded machine.
 
 use chunked_map_cluster_tests::Cluster;
-use chunked_map_diesel_example::{pages, register, start, AppendError};
+use chunked_map_diesel_example::{pages, register, register_with_backoff, start, AppendError};
 use diesel::{Connection, PgConnection};
 use serde_json::json;
 
@@ -17,21 +19,28 @@ fn diesel_appends_with_retries_maps_the_mismatch_and_reads_every_record() {
     assert!(start(&mut conn, "subscribers", 3).unwrap());
     assert!(!start(&mut conn, "subscribers", 3).unwrap());
 
-    // another transaction holds the map for a moment
+    // another transaction holds the map until the append has met it once
     holder
         .batch_execute(
             "BEGIN; SELECT chunked_map.chunked_register('subscribers', '{\"held\": true}')",
         )
         .unwrap();
-    let release = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(300));
-        holder.batch_execute("COMMIT").unwrap();
-        holder
-    });
-    let (seq, retries) = register(&mut conn, "subscribers", &json!({"n": 1}), None).unwrap();
-    release.join().unwrap();
+    let mut holder = Some(holder);
+    let (seq, retries) = register_with_backoff(
+        &mut conn,
+        "subscribers",
+        &json!({"n": 1}),
+        None,
+        |attempt| {
+            assert_eq!(attempt, 0, "the map is held for the first attempt only");
+            let mut holder = holder.take().expect("the holder is still open");
+            holder.batch_execute("COMMIT").unwrap();
+        },
+    )
+    .unwrap();
+    assert!(holder.is_none(), "the first attempt met the held map");
     assert_eq!(seq, 2);
-    assert!(retries >= 1, "the retry loop met the held map");
+    assert_eq!(retries, 1);
     for n in 2..=9 {
         let (seq, _) = register(&mut conn, "subscribers", &json!({"n": n}), None).unwrap();
         assert_eq!(seq, n + 1);

@@ -1,6 +1,6 @@
--- Issue 9, finding 8 (the smaller ones that one session can show; the waits are isolation
--- specs): a huge malformed token is quoted cut in its error, and the payload limit counts the
--- binary jsonb size, which for arrays of small numbers is several times the JSON text.
+-- Limits as error messages show them (the waits behind them are isolation specs): a huge
+-- malformed token is quoted cut in its error, and the payload limit counts the binary jsonb
+-- size, which for arrays of small numbers is several times the JSON text.
 \i setup.psql
 \set VERBOSITY default
 SELECT chunked_start('m');

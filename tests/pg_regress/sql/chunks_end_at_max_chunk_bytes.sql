@@ -1,4 +1,4 @@
--- Issue 9, finding 3: a chunk is full at chunk_size records or at chunked_map.max_chunk_bytes
+-- A chunk is full at chunk_size records or at chunked_map.max_chunk_bytes
 -- payload bytes, so no page and no rollover ever reaches a PostgreSQL size limit. (The full-size
 -- case, 300 payloads of 1 MiB, is tests/cluster/tests/size.rs.) Small limits here, same rules.
 \i setup.psql

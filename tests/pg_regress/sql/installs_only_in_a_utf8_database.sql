@@ -1,4 +1,4 @@
--- Issue 9, finding 7: in a database whose encoding is not UTF8, CREATE EXTENSION refuses with a
+-- In a database whose encoding is not UTF8, CREATE EXTENSION refuses with a
 -- clear error (map names, tokens and messages are UTF-8 in the library) instead of installing
 -- and then failing on every non-ASCII name.
 \set VERBOSITY default
