@@ -534,7 +534,10 @@ fn with_a_lock_timeout_an_append_waits_for_the_holder_to_commit() {
     let (setup, mut holder, mut waiter) = held_map_and_waiter("lock_timeout_wait", "5s");
     // the holder commits once the append is seen waiting for it, however long that takes
     let mut observer = setup.connect();
-    let waiter_pid: i32 = waiter.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let waiter_pid: i32 = waiter
+        .query_one("SELECT pg_backend_pid()", &[])
+        .unwrap()
+        .get(0);
     let appender = std::thread::spawn(move || {
         let seq = register(&mut waiter, "subs", "{}").unwrap();
         (seq, waiter)

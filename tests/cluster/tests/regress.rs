@@ -121,7 +121,9 @@ fn isolation_input(into: &Path) {
         std::fs::create_dir_all(into.join(directory)).expect("input directory");
         for entry in std::fs::read_dir(suite.join(directory)).expect("suite directory") {
             let path = entry.expect("suite file").path();
-            let target = into.join(directory).join(path.file_name().expect("file name"));
+            let target = into
+                .join(directory)
+                .join(path.file_name().expect("file name"));
             std::fs::copy(&path, target).expect("copy suite file");
         }
     }
@@ -141,7 +143,11 @@ fn isolation_input(into: &Path) {
                 &function.call.replace("$session", session),
             );
         }
-        assert!(!spec.contains('@'), "a placeholder is left in {}", function.spec);
+        assert!(
+            !spec.contains('@'),
+            "a placeholder is left in {}",
+            function.spec
+        );
         let name = format!("{}_under_each_isolation_level.spec", function.spec);
         std::fs::write(into.join("specs").join(name), spec).expect("write spec");
     }
