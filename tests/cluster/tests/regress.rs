@@ -3,8 +3,8 @@
 //!   expected files (`pg_regress`);
 //! - `tests/isolation`: interleavings of several sessions in a given order, one spec per
 //!   interleaving (`pg_isolation_regress`, PostgreSQL's isolation tester). The specs
-//!   `<function>_under_each_isolation_level` are written here, before the tester runs, from one
-//!   template (`tests/isolation/write_function_under_each_isolation_level.spec.in`) and the
+//!   `<function>_per_isolation_level` are written here, before the tester runs, from one
+//!   template (`tests/isolation/write_function_per_isolation_level.spec.in`) and the
 //!   list [`UNDER_EACH_ISOLATION_LEVEL`].
 //!
 //! With CHUNKED_MAP_REGRESS_ACCEPT=1 the actual output is copied over the expected files
@@ -19,7 +19,7 @@ use chunked_map_cluster_tests::{pg_bin_dir, pgxs_dir, repo_root, Cluster, SUPERU
 /// transaction holds the map; another transaction's append committed after the caller's
 /// snapshot), under READ COMMITTED, REPEATABLE READ and SERIALIZABLE.
 struct WriteFunction {
-    /// the spec's name is `<spec>_under_each_isolation_level`
+    /// the spec's name is `<spec>_per_isolation_level`
     spec: &'static str,
     /// the signature the spec's first line names
     signature: &'static str,
@@ -38,7 +38,7 @@ const UNDER_EACH_ISOLATION_LEVEL: &[WriteFunction] = &[
         call: "SELECT chunked_map.chunked_register('m', jsonb_build_object('by', '$session'));",
     },
     WriteFunction {
-        spec: "chunked_register_with_an_expectation",
+        spec: "optimistic_register",
         signature: "chunked_register(map, payload, expected_last_seq)",
         about: "# The caller expects the newest sequence to be 1 (the setup's record). Once another append has
 # committed, that expectation is wrong: 23000 \"has newest sequence 2, expected 1\", never 40001,
@@ -97,7 +97,7 @@ fn each_write_function_of_the_template_has_a_scheduled_spec_and_expected_output(
     let suite = repo_root().join("tests/isolation");
     let schedule = std::fs::read_to_string(suite.join("schedule")).expect("isolation schedule");
     for function in UNDER_EACH_ISOLATION_LEVEL {
-        let name = format!("{}_under_each_isolation_level", function.spec);
+        let name = format!("{}_per_isolation_level", function.spec);
         assert!(
             schedule.lines().any(|line| line == format!("test: {name}")),
             "{name} is not in tests/isolation/schedule"
@@ -111,6 +111,37 @@ fn each_write_function_of_the_template_has_a_scheduled_spec_and_expected_output(
             "tests/isolation/specs/{name}.spec is committed, but the template writes it"
         );
     }
+}
+
+/// The isolation tester names each connection `isolation/<spec>/<session>` in
+/// `application_name`, which PostgreSQL cuts at 63 bytes with a NOTICE in the output: every spec
+/// name and session name together fit.
+#[test]
+fn every_isolation_spec_and_session_name_fits_in_an_application_name() {
+    let input = std::env::temp_dir().join(format!("chunked_map-spec-names-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&input);
+    isolation_input(&input);
+    let mut too_long = Vec::new();
+    for entry in std::fs::read_dir(input.join("specs")).expect("specs") {
+        let path = entry.expect("spec").path();
+        let name = path
+            .file_stem()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        let spec = std::fs::read_to_string(&path).expect("spec text");
+        for session in spec
+            .lines()
+            .filter_map(|line| line.strip_prefix("session "))
+        {
+            let application_name = format!("isolation/{name}/{}", session.trim());
+            if application_name.len() > 63 {
+                too_long.push(application_name);
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&input);
+    assert!(too_long.is_empty(), "longer than 63 bytes: {too_long:?}");
 }
 
 /// The isolation suite's input: the committed specs, expected files and schedule, and the specs
@@ -129,7 +160,7 @@ fn isolation_input(into: &Path) {
     }
     std::fs::copy(suite.join("schedule"), into.join("schedule")).expect("copy schedule");
 
-    let template_path = suite.join("write_function_under_each_isolation_level.spec.in");
+    let template_path = suite.join("write_function_per_isolation_level.spec.in");
     let template = std::fs::read_to_string(&template_path).expect("template spec");
     // the template's own header (how it is used) is not part of the specs
     let template = &template[template.find("# @FUNCTION@").expect("@FUNCTION@ line")..];
@@ -148,7 +179,7 @@ fn isolation_input(into: &Path) {
             "a placeholder is left in {}",
             function.spec
         );
-        let name = format!("{}_under_each_isolation_level.spec", function.spec);
+        let name = format!("{}_per_isolation_level.spec", function.spec);
         std::fs::write(into.join("specs").join(name), spec).expect("write spec");
     }
 }
