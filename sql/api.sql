@@ -1,5 +1,6 @@
 -- The SQL functions (their C side is src/api.rs). Every one is SECURITY DEFINER with a pinned
--- search_path and none is STRICT (a NULL argument raises 22004); reads are STABLE PARALLEL SAFE,
+-- search_path and none is STRICT (a NULL argument raises 22004, but where NULL has a meaning:
+-- a retention limit, or every map for chunked_apply_retention); reads are STABLE PARALLEL SAFE,
 -- writes VOLATILE PARALLEL UNSAFE. Nobody but the owner may call them until granted
 -- (sql/finalize.sql revokes EXECUTE from PUBLIC; sql/grants/ has the recipes).
 
@@ -80,6 +81,24 @@ RETURNS boolean
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_drop_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_trim(map text, before_seq bigint)
+RETURNS bigint
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_trim_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_set_retention(map text, max_records bigint DEFAULT NULL, max_age interval DEFAULT NULL)
+RETURNS void
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_set_retention_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_apply_retention(map text DEFAULT NULL)
+RETURNS bigint
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_apply_retention_wrapper';
 
 CREATE FUNCTION chunked_map.chunked_distribute()
 RETURNS void

@@ -41,6 +41,17 @@ CREATE TABLE chunked_map.map_state (
     -- hexadecimal digits of a random UUID, given the first time notifications are turned on
     notify                boolean NOT NULL DEFAULT false,
     notify_channel        text,
+    -- (0.4) the oldest sequence the map still holds: 1 until chunks are trimmed, then the
+    -- first sequence of the oldest kept chunk (next_seq when every archived chunk is gone and
+    -- the current chunk is empty)
+    oldest_seq            bigint  NOT NULL DEFAULT 1,
+    -- (0.4) the retention policy, NULL = no limit: archived chunks all of whose records are
+    -- older than the newest retain_records, or archived longer than retain_age ago, are removed
+    retain_records        bigint,
+    retain_age            interval,
+    -- (0.4) whether a consumer of the feed follows the map (its category): its appends then
+    -- record in map_change, once per transaction, that it moved
+    followed              boolean NOT NULL DEFAULT false,
     CONSTRAINT map_state_pkey PRIMARY KEY (map)
 ) WITH (fillfactor = 70);
 
@@ -66,6 +77,9 @@ CREATE TABLE chunked_map.archived_chunk (
     prev_token text,
     layout     smallint NOT NULL DEFAULT 1,
     payloads   jsonb[]  NOT NULL,
+    -- (0.4) when the chunk was archived (the clock at the write that archived it), the age that
+    -- retain_age is measured by; chunks archived before 0.4 have the time of the update to 0.4
+    archived_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
     CONSTRAINT archived_chunk_pkey PRIMARY KEY (map, first_seq)
 );
 

@@ -11,6 +11,7 @@ use crate::append;
 use crate::error::OrRaise;
 use crate::input::{self, required, MapName};
 use crate::read;
+use crate::retention;
 use crate::sql_function;
 
 // Starts a map; `false` (and no change) when it already exists.
@@ -155,6 +156,44 @@ sql_function!(
         call.writes(c"chunked_drop()");
         let map = MapName::parse(call.text(0)).or_raise();
         call.returns_boolean(append::drop_map(map))
+    }
+);
+
+// (0.4) Removes the archived chunks all of whose records are below `before_seq`; returns how
+// many records went.
+sql_function!(
+    pg_finfo_chunked_trim_wrapper,
+    chunked_trim_wrapper,
+    |call| {
+        call.writes(c"chunked_trim()");
+        let map = MapName::parse(call.text(0)).or_raise();
+        let before_seq = required(call.int8(1), "before_seq").or_raise();
+        call.returns_bigint(retention::trim(map, before_seq))
+    }
+);
+
+// (0.4) Sets the map's retention policy; NULL limits are no limit.
+sql_function!(
+    pg_finfo_chunked_set_retention_wrapper,
+    chunked_set_retention_wrapper,
+    |call| {
+        call.writes(c"chunked_set_retention()");
+        let map = MapName::parse(call.text(0)).or_raise();
+        retention::set_retention(map, call.int8(1), call.interval(2));
+        call.returns_void()
+    }
+);
+
+// (0.4) Applies the retention policy of one map, or of every map that has one (NULL).
+sql_function!(
+    pg_finfo_chunked_apply_retention_wrapper,
+    chunked_apply_retention_wrapper,
+    |call| {
+        call.writes(c"chunked_apply_retention()");
+        let map = call
+            .text(0)
+            .map(|map| MapName::parse(Some(map)).or_raise());
+        call.returns_bigint(retention::apply(map))
     }
 );
 

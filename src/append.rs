@@ -13,6 +13,7 @@ use crate::guc;
 use crate::input::{self, MapName};
 use crate::jsonb::{BatchMemory, Jsonb, JsonbArray, Payload};
 use crate::lock;
+use crate::retention;
 use crate::pg::spi::Session;
 use crate::statements;
 use crate::statements::state::{self, MapState};
@@ -161,7 +162,9 @@ fn append_locked(
     let state = if state.current.fits(payload.bytes(), max_chunk_bytes) {
         state
     } else {
-        archive_current(session, map, &state, max_chunk_bytes)
+        let archived = archive_current(session, map, &state, max_chunk_bytes);
+        // one chunk (or the pieces of an oversized one) archived: at most one more removed
+        retention::apply_locked(session, map.as_str(), archived, Some(2)).0
     };
     let append_at = if citus::tables_are_distributed(session) {
         citus::statements::append_at_routed
@@ -275,8 +278,14 @@ pub fn append_many(map: MapName<'_>, payloads: JsonbArray<'_>) -> (i64, i64) {
             state.current.next_seq += to_i64(last.len());
             state.current.bytes = total_bytes(&sizes[last.clone()]);
         }
-        let tid = store::advance_state(session, map.as_str(), &state, archived);
-        (first, tid, state.announce_on.clone())
+        state.tid = store::advance_state(session, map.as_str(), &state, archived);
+        if !chunks.is_empty() {
+            // `archived + 1` chunks archived (the current one, and the batch's full ones): at
+            // most one more than that removed
+            let bound = usize::try_from(archived).unwrap_or(usize::MAX).saturating_add(2);
+            state = retention::apply_locked(session, map.as_str(), state, Some(bound)).0;
+        }
+        (first, state.tid, state.announce_on.clone())
     });
     let last = first + to_i64(payloads.len()) - 1;
     if payloads.is_empty() {

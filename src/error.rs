@@ -66,6 +66,23 @@ pub enum ChunkedError {
     #[error("map \"{map}\" has no record with sequence {seq}")]
     UnknownSeq { map: String, seq: i64 },
 
+    /// (0.4) A page token of a chunk that `chunked_trim` or the map's retention removed (or any
+    /// token before the oldest kept sequence).
+    #[error("page token \"{token}\" of map \"{map}\" names a trimmed chunk: the oldest sequence kept is {oldest_seq}")]
+    TrimmedToken {
+        map: String,
+        token: String,
+        oldest_seq: i64,
+    },
+
+    /// (0.4) A record that `chunked_trim` or the map's retention removed.
+    #[error("record {seq} of map \"{map}\" was trimmed: the oldest sequence kept is {oldest_seq}")]
+    TrimmedSeq {
+        map: String,
+        seq: i64,
+        oldest_seq: i64,
+    },
+
     #[error("argument \"{argument}\" must not be null")]
     NullArgument { argument: &'static str },
 
@@ -92,6 +109,12 @@ pub enum ChunkedError {
         value: i32,
         range: RangeInclusive<i32>,
     },
+
+    #[error("max_records must be 1 or more (NULL: no limit), got {value}")]
+    InvalidRetainedRecords { value: i64 },
+
+    #[error("max_age must be a positive interval (NULL: no limit)")]
+    InvalidRetainedAge,
 
     #[error("payload of {bytes} bytes exceeds the limit of {limit} bytes")]
     PayloadTooLarge {
@@ -136,14 +159,18 @@ impl ChunkedError {
                 PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE
             }
             UnexpectedLastSeq { .. } => PgSqlErrorCode::ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION,
-            MapNotStarted { .. } | UnknownToken { .. } | UnknownSeq { .. } => {
-                PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT
-            }
+            MapNotStarted { .. }
+            | UnknownToken { .. }
+            | UnknownSeq { .. }
+            | TrimmedToken { .. }
+            | TrimmedSeq { .. } => PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
             MalformedToken { .. }
             | InvalidMapName { .. }
             | ChunkSizeOutOfRange { .. }
             | NegativeAfterSeq { .. }
-            | MaxRecordsOutOfRange { .. } => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            | MaxRecordsOutOfRange { .. }
+            | InvalidRetainedRecords { .. }
+            | InvalidRetainedAge => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             NullArgument { .. } | NullElement { .. } => {
                 PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED
             }
@@ -191,6 +218,10 @@ impl ChunkedError {
             )),
             UnknownToken { .. } => Some(
                 "Start from 'current' and follow next_page_token; tokens are the first sequence of an archived chunk."
+                    .into(),
+            ),
+            TrimmedToken { .. } | TrimmedSeq { .. } => Some(
+                "Records before the oldest kept sequence were removed by chunked_trim or the map's retention; start again from 'current', or read on from the oldest kept sequence with chunked_read."
                     .into(),
             ),
             PayloadTooLarge { setting, .. } => Some(match setting {

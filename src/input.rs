@@ -98,6 +98,29 @@ pub fn max_records(value: Option<i32>) -> Result<i32, ChunkedError> {
     }
 }
 
+/// A retention limit on records: 1 or more, or `None` (no limit).
+pub fn max_records_kept(value: Option<i64>) -> Result<Option<i64>, ChunkedError> {
+    match value {
+        Some(value) if value < 1 => Err(ChunkedError::InvalidRetainedRecords { value }),
+        _ => Ok(value),
+    }
+}
+
+/// A retention limit on age: a positive interval (no part of it negative, not zero), or `None`
+/// (no limit). `infinity` (PostgreSQL 17 and later) is accepted and never removes anything.
+pub fn max_age(
+    value: Option<pgrx::datum::Interval>,
+) -> Result<Option<pgrx::datum::Interval>, ChunkedError> {
+    match value {
+        Some(age)
+            if age.is_negative() || (age.months() == 0 && age.days() == 0 && age.micros() == 0) =>
+        {
+            Err(ChunkedError::InvalidRetainedAge)
+        }
+        _ => Ok(value),
+    }
+}
+
 /// SQL NULL is refused for every argument: the functions are not STRICT so that a NULL is an
 /// error the caller sees, never a silent NULL result.
 pub fn required<T>(value: Option<T>, argument: &'static str) -> Result<T, ChunkedError> {
@@ -107,6 +130,20 @@ pub fn required<T>(value: Option<T>, argument: &'static str) -> Result<T, Chunke
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_records_limit_is_1_or_more_or_none() {
+        assert_eq!(max_records_kept(None), Ok(None));
+        assert_eq!(max_records_kept(Some(1)), Ok(Some(1)));
+        assert_eq!(
+            max_records_kept(Some(0)),
+            Err(ChunkedError::InvalidRetainedRecords { value: 0 })
+        );
+        assert_eq!(
+            max_records_kept(Some(-5)),
+            Err(ChunkedError::InvalidRetainedRecords { value: -5 })
+        );
+    }
 
     #[test]
     fn map_names_of_1_to_200_bytes_are_accepted() {

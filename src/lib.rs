@@ -7,6 +7,7 @@
 //! - `name_lock`: the lock on a map's name that starts and drops take, in a lock space of its own
 //! - `chunking`: when a chunk is full, how a batch is cut into chunks (pure Rust)
 //! - `read`: where a map is read (pages, rows, forward reads, records, info)
+//! - `retention`: shedding a map's oldest chunks: `chunked_trim`, the retention policy
 //! - `statements`: every SQL statement the extension runs on one node, declared once, by purpose
 //! - `citus`: everything that differs on a Citus cluster (the NULL-map guard, distribution, the
 //!   routed append, the polled lock wait), and the one question: are the tables distributed here?
@@ -34,6 +35,7 @@ mod lock;
 mod name_lock;
 mod pg;
 mod read;
+mod retention;
 mod statements;
 mod token;
 mod verify;

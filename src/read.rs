@@ -1,6 +1,11 @@
 //! Where a map is read: pages (newest first), the same pages as rows, records from a sequence
 //! on (oldest first), single records, and the map's summary.
 //!
+//! A map whose oldest chunks were trimmed (see `retention`) is read from its oldest kept
+//! sequence: a token or a sequence before it is 42704 with its own message, a forward read from
+//! before it starts at it (the caller sees the gap: the first sequence returned is not the one
+//! after `after_seq`).
+//!
 //! Reads take no lock and never wait for a write. Every statement of a read runs on the
 //! snapshot of the SQL statement that called the function, whatever the transaction wrote
 //! before, so one call sees one state of the map. Results are copied into the caller's memory.
@@ -9,7 +14,7 @@ use crate::error::{ChunkedError, OrRaise};
 use crate::input::MapName;
 use crate::jsonb::Jsonb;
 use crate::pg::spi::{CallerMemory, Session};
-use crate::statements::reads::{self, Records};
+use crate::statements::reads::{self, Looked, Records};
 use crate::statements::{self, state};
 use crate::token::PageToken;
 
@@ -65,20 +70,31 @@ pub fn page_records<'fcx>(
     .or_raise()
 }
 
-/// Why a page was not found: the map does not exist, or the token names no chunk of it.
+/// Why a page was not found: the map does not exist, the token names a chunk before the oldest
+/// kept one (trimmed), or it names no chunk of the map.
 fn missing_page(
     session: &Session,
     map: MapName<'_>,
     parsed: PageToken,
     token: &str,
 ) -> ChunkedError {
-    if parsed != PageToken::Current && state::map_exists(session, map.as_str()) {
-        ChunkedError::UnknownToken {
+    let Some(extent) = state::extent(session, map.as_str()) else {
+        return not_started(map);
+    };
+    match parsed {
+        PageToken::Current => not_started(map),
+        // (a map never trimmed has oldest_seq 1, and no token below 1 ever named a chunk)
+        PageToken::Archived(Some(first_seq)) if first_seq >= 1 && first_seq < extent.oldest_seq => {
+            ChunkedError::TrimmedToken {
+                map: map.as_str().to_owned(),
+                token: token.to_owned(),
+                oldest_seq: extent.oldest_seq,
+            }
+        }
+        PageToken::Archived(_) => ChunkedError::UnknownToken {
             map: map.as_str().to_owned(),
             token: token.to_owned(),
-        }
-    } else {
-        not_started(map)
+        },
     }
 }
 
@@ -91,8 +107,13 @@ pub fn forward<'fcx>(
     max_records: i32,
 ) -> Records<'fcx> {
     statements::connect(|session| {
-        let (next_seq, current_first_seq) =
-            state::extent(session, map.as_str()).ok_or_else(|| not_started(map))?;
+        let state::Extent {
+            next_seq,
+            current_first_seq,
+            oldest_seq,
+        } = state::extent(session, map.as_str()).ok_or_else(|| not_started(map))?;
+        // before the oldest kept record: from it (the caller sees the gap in the sequences)
+        let after_seq = after_seq.max(oldest_seq - 1);
         if after_seq >= next_seq - 1 {
             return Ok(Vec::new());
         }
@@ -124,11 +145,18 @@ pub fn get<'fcx>(caller: CallerMemory<'fcx>, map: MapName<'_>, seq: i64) -> Json
     statements::connect(
         |session| match reads::get_record(session, caller, map.as_str(), seq) {
             None => Err(not_started(map)),
-            Some(None) => Err(ChunkedError::UnknownSeq {
+            Some(Looked::Missing { oldest_seq }) if seq >= 1 && seq < oldest_seq => {
+                Err(ChunkedError::TrimmedSeq {
+                    map: map.as_str().to_owned(),
+                    seq,
+                    oldest_seq,
+                })
+            }
+            Some(Looked::Missing { .. }) => Err(ChunkedError::UnknownSeq {
                 map: map.as_str().to_owned(),
                 seq,
             }),
-            Some(Some(record)) => Ok(record),
+            Some(Looked::Found(record)) => Ok(record),
         },
     )
     .or_raise()

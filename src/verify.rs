@@ -1,7 +1,8 @@
 //! `chunked_verify`: checks that a map's storage is what the append path would have written,
 //! and reports (never raises) what it finds wrong.
 //!
-//! A consistent map: archived chunks start at 1 and follow each other without gap or overlap,
+//! A consistent map: archived chunks start at the map's oldest kept sequence (1 until it was
+//! trimmed) and follow each other without gap or overlap,
 //! each holds at least one and at most its size of payloads; the token chain from the state's
 //! newest token back through `prev_token` visits every archived chunk once, newest to oldest,
 //! and ends at a chunk with no previous token; the current chunk continues the sequence without
@@ -43,7 +44,11 @@ pub fn verify(map: MapName<'_>) -> serde_json::Value {
 
 fn problems(stored: &StoredMap) -> Vec<String> {
     let mut problems = Vec::new();
-    let mut expected_first = 1_i64;
+    let oldest_seq = stored.state.as_ref().map_or(1, |state| state.oldest_seq);
+    if oldest_seq < 1 {
+        problems.push(format!("the state's oldest sequence is {oldest_seq}"));
+    }
+    let mut expected_first = oldest_seq;
     for chunk in &stored.chunks {
         let token = archived_token(chunk.first_seq);
         if chunk.first_seq != expected_first {

@@ -23,7 +23,7 @@ pub const TABLES: [&str; 3] = [
 ];
 
 /// Every function whose first argument is the map.
-pub const MAP_FUNCTIONS: [&str; 13] = [
+pub const MAP_FUNCTIONS: [&str; 15] = [
     "chunked_map.chunked_start(text, integer)",
     "chunked_map.chunked_register(text, jsonb)",
     "chunked_map.chunked_register(text, jsonb, bigint)",
@@ -37,6 +37,8 @@ pub const MAP_FUNCTIONS: [&str; 13] = [
     "chunked_map.chunked_set_notify(text, boolean)",
     "chunked_map.chunked_verify(text)",
     "chunked_map.chunked_drop(text)",
+    "chunked_map.chunked_trim(text, bigint)",
+    "chunked_map.chunked_set_retention(text, bigint, interval)",
 ];
 
 /// What `chunked_distribute` did: tables and functions it distributed now (not before).

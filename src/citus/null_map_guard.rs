@@ -148,7 +148,28 @@ unsafe fn citus_would_delegate_with_a_null_map(root: *mut pg_sys::PlannerInfo) -
         null_map
             && !pg_sys::contain_volatile_functions((*call).args.cast())
             && is_ours((*call).funcid)
+            && is_distributed_by_its_map((*call).funcid)
     }
+}
+
+/// Whether `chunked_distribute` distributes the function by its first argument, the map (see
+/// `distribute::MAP_FUNCTIONS`): Citus delegates those only. Others take NULL there on purpose
+/// (`chunked_apply_retention(NULL)`: every map) or another first argument, and are not looked at.
+fn is_distributed_by_its_map(function: pg_sys::Oid) -> bool {
+    // SAFETY: a catalog lookup by oid, which returns NULL (not an error) for a missing function;
+    // the name is a palloc'd NUL-terminated copy, read here only.
+    let name = unsafe { pg_sys::get_func_name(function) };
+    if name.is_null() {
+        return false;
+    }
+    // SAFETY: as above.
+    let name = unsafe { std::ffi::CStr::from_ptr(name) };
+    super::distribute::MAP_FUNCTIONS.iter().any(|signature| {
+        signature
+            .strip_prefix("chunked_map.")
+            .and_then(|rest| rest.split('(').next())
+            .is_some_and(|distributed| distributed.as_bytes() == name.to_bytes())
+    })
 }
 
 enum FromClause {

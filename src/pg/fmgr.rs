@@ -96,6 +96,10 @@ impl<'fcx> Call<'fcx> {
         self.arg::<bool>(index)
     }
 
+    pub fn interval(&self, index: usize) -> Option<pgrx::datum::Interval> {
+        self.arg::<pgrx::datum::Interval>(index)
+    }
+
     pub fn jsonb(&self, index: usize) -> Option<Jsonb<'fcx>> {
         self.arg::<Jsonb<'fcx>>(index)
     }

@@ -147,6 +147,8 @@ sql_types! {
     /// A transaction id (`xmin`).
     Xid = XIDOID;
     Bytea = BYTEAOID;
+    /// An `interval`.
+    IntervalValue = INTERVALOID;
     /// What a function returning nothing returns.
     Void = VOIDOID;
 }
@@ -185,6 +187,12 @@ impl Bind<Int8> for i64 {
     }
 }
 
+impl Bind<Int8> for Option<i64> {
+    fn bind(self) -> Param {
+        Param(self.map(pg_sys::Datum::from))
+    }
+}
+
 impl Bind<Bool> for bool {
     fn bind(self) -> Param {
         Param(Some(pg_sys::Datum::from(self)))
@@ -202,6 +210,13 @@ impl Bind<Tid> for pg_sys::ItemPointerData {
             copy.write(self);
             Param(Some(pg_sys::Datum::from(copy)))
         }
+    }
+}
+
+impl Bind<IntervalValue> for Option<pgrx::datum::Interval> {
+    /// An interval is passed by reference: copied into the current memory context.
+    fn bind(self) -> Param {
+        Param(self.and_then(pgrx::IntoDatum::into_datum))
     }
 }
 
@@ -254,6 +269,8 @@ params_for_tuples! {
     (A VA a, B VB b, C VC c, D VD d, E VE e, F VF f)
     (A VA a, B VB b, C VC c, D VD d, E VE e, F VF f, G VG g)
     (A VA a, B VB b, C VC c, D VD d, E VE e, F VF f, G VG g, H VH h)
+    (A VA a, B VB b, C VC c, D VD d, E VE e, F VF f, G VG g, H VH h, I VI i)
+    (A VA a, B VB b, C VC c, D VD d, E VE e, F VF f, G VG g, H VH h, I VI i, J VJ j)
 }
 
 // ---- columns ----------------------------------------------------------------------------
@@ -393,6 +410,10 @@ columns_for_tuples! {
     (A 1, B 2, C 3, D 4, E 5, F 6)
     (A 1, B 2, C 3, D 4, E 5, F 6, G 7)
     (A 1, B 2, C 3, D 4, E 5, F 6, G 7, H 8)
+    (A 1, B 2, C 3, D 4, E 5, F 6, G 7, H 8, I 9)
+    (A 1, B 2, C 3, D 4, E 5, F 6, G 7, H 8, I 9, J 10)
+    (A 1, B 2, C 3, D 4, E 5, F 6, G 7, H 8, I 9, J 10, K 11)
+    (A 1, B 2, C 3, D 4, E 5, F 6, G 7, H 8, I 9, J 10, K 11, L 12)
 }
 
 // ---- running ----------------------------------------------------------------------------

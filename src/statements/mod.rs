@@ -4,6 +4,7 @@
 //! - [`state`]: a map's state row: taking its lock, looking at it as a writer or a reader;
 //! - [`writes`]: starting, appending, archiving, resizing, announcing, dropping;
 //! - [`reads`]: pages, rows, forward reads, single records, the summary;
+//! - [`retention`]: removing a map's oldest chunks, and its retention policy;
 //! - [`verify`]: the whole stored history of a map, for `chunked_verify`.
 //!
 //! (The statements only a Citus cluster runs are in `citus::statements`.)
@@ -20,9 +21,12 @@
 //!   and SERIALIZABLE PostgreSQL itself refuses (40001) a writer whose snapshot predates another
 //!   writer's commit.
 //! - `current_record`: the records of each map's current chunk, one row each.
-//! - `archived_chunk`: one immutable row per full chunk, its payloads as one `jsonb[]`.
+//! - `archived_chunk`: one row per full chunk, its payloads as one `jsonb[]`, never changed but
+//!   for `prev_token` when the chunk before it is trimmed, and removed only whole by
+//!   `chunked_trim` and retention (see `retention`).
 
 pub mod reads;
+pub mod retention;
 pub mod state;
 pub mod verify;
 pub mod writes;
@@ -81,6 +85,7 @@ pub fn all(with_citus: bool) -> Vec<&'static dyn crate::pg::spi::Declared> {
         state::ALL,
         writes::ALL,
         reads::ALL,
+        retention::ALL,
         verify::ALL,
         crate::citus::statements::probe::ALL,
         ALL,
@@ -100,6 +105,7 @@ mod tests {
             super::state::SQL,
             super::writes::SQL,
             super::reads::SQL,
+            super::retention::SQL,
             super::verify::SQL,
             crate::citus::statements::probe::SQL,
             crate::citus::statements::SQL,

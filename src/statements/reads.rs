@@ -93,7 +93,8 @@ statements! {
          LIMIT $4"
     );
 
-    /// What `chunked_info` reports, from the state row alone.
+    /// What `chunked_info` reports, from the state row alone. `total_records` is what the map
+    /// holds now (`next_seq - oldest_seq`), `trimmed_records` what was removed from its start.
     pub INFO: Statement<(Text,), (NotNull<JsonbValue>,)> = read(
         "SELECT jsonb_build_object(
                 'map', s.map,
@@ -102,9 +103,15 @@ statements! {
                 'current_records', s.next_seq - s.current_first_seq,
                 'archived_chunks', s.archived_chunks,
                 'newest_archived_token', s.newest_archived_token,
-                'total_records', s.next_seq - 1,
+                'total_records', s.next_seq - s.oldest_seq,
+                'oldest_seq', s.oldest_seq,
+                'trimmed_records', s.oldest_seq - 1,
                 'notify', s.notify)
             || CASE WHEN s.notify THEN jsonb_build_object('notify_channel', s.notify_channel)
+                    ELSE '{}'::jsonb END
+            || CASE WHEN s.retain_records IS NOT NULL OR s.retain_age IS NOT NULL THEN
+                    jsonb_build_object('retention', jsonb_build_object(
+                        'max_records', s.retain_records, 'max_age', s.retain_age::text))
                     ELSE '{}'::jsonb END
          FROM chunked_map.map_state AS s
          WHERE s.map = $1"
@@ -112,10 +119,11 @@ statements! {
 
     /// One record by sequence: from the current chunk, or from the archived chunk with the
     /// greatest first sequence not above it (one probe of the primary key), at index
-    /// `seq - first_seq + 1`; NULL for a sequence the map has not.
-    pub GET_RECORD: Statement<(Text, Int8), (Nullable<JsonbValue>,)> = read(
+    /// `seq - first_seq + 1`; NULL for a sequence the map has not (or no longer has: the second
+    /// column is the oldest it keeps).
+    pub GET_RECORD: Statement<(Text, Int8), (Nullable<JsonbValue>, NotNull<Int8>)> = read(
         "SELECT CASE
-                WHEN $2 < 1 OR $2 >= s.next_seq THEN NULL
+                WHEN $2 < s.oldest_seq OR $2 >= s.next_seq THEN NULL
                 WHEN $2 >= s.current_first_seq THEN
                     (SELECT jsonb_build_object('seq', c.seq, 'payload', c.payload)
                      FROM chunked_map.current_record AS c
@@ -128,7 +136,8 @@ statements! {
                      WHERE a.map = s.map AND a.first_seq <= $2
                      ORDER BY a.first_seq DESC
                      LIMIT 1)
-                END
+                END,
+                s.oldest_seq
          FROM chunked_map.map_state AS s
          WHERE s.map = $1"
     );
@@ -215,15 +224,25 @@ pub fn info<'fcx>(session: &Session, caller: CallerMemory<'fcx>, map: &str) -> O
         .map(|(info,)| info.copy_to(caller))
 }
 
-/// `Some(None)` when the map exists but has no record `seq`; `None` when the map does not exist.
+/// A record looked up by sequence in a map that exists.
+pub enum Looked<'fcx> {
+    Found(Jsonb<'fcx>),
+    /// The map has no such record; its oldest kept sequence is this.
+    Missing { oldest_seq: i64 },
+}
+
+/// `None` when the map does not exist.
 pub fn get_record<'fcx>(
     session: &Session,
     caller: CallerMemory<'fcx>,
     map: &str,
     seq: i64,
-) -> Option<Option<Jsonb<'fcx>>> {
+) -> Option<Looked<'fcx>> {
     session
         .run(&GET_RECORD, (map, seq))
         .first()
-        .map(|(record,)| record.map(|record| record.copy_to(caller)))
+        .map(|(record, oldest_seq)| match record {
+            Some(record) => Looked::Found(record.copy_to(caller)),
+            None => Looked::Missing { oldest_seq },
+        })
 }

@@ -4,7 +4,7 @@ use pgrx::pg_sys;
 
 use crate::chunking::CurrentChunk;
 use crate::pg::boundary::PgError;
-use crate::pg::spi::{Int4, Int8, NotNull, Nullable, Session, Text, Tid};
+use crate::pg::spi::{Bool, Int4, Int8, NotNull, Nullable, Session, Text, Tid};
 use crate::statements;
 
 /// The state row of a map, as the holder of its lock read it.
@@ -19,6 +19,28 @@ pub struct MapState {
     pub newest_archived_token: Option<String>,
     /// The map's notification channel while its notifications are on.
     pub announce_on: Option<String>,
+    /// The oldest sequence the map still holds (1 until chunks are trimmed).
+    pub oldest_seq: i64,
+    pub retention: Retention,
+    /// Whether a consumer of the feed follows the map (see `feed`): its appends record, once
+    /// per transaction, that it moved.
+    pub followed: bool,
+}
+
+/// A map's retention policy, as a writer needs it: whether archiving a chunk must look for
+/// chunks to remove.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Keep at least the newest this many records.
+    pub max_records: Option<i64>,
+    /// Remove chunks archived longer ago than the map's `retain_age` (compared in SQL).
+    pub by_age: bool,
+}
+
+impl Retention {
+    pub fn any(self) -> bool {
+        self.max_records.is_some() || self.by_age
+    }
 }
 
 /// The state row's columns as a writer reads them: every statement that returns the state
@@ -26,7 +48,8 @@ pub struct MapState {
 macro_rules! state_columns {
     () => {
         "s.ctid, s.chunk_size, s.current_first_seq, s.next_seq, s.current_chunk_size,
-         s.current_bytes, s.newest_archived_token, CASE WHEN s.notify THEN s.notify_channel END"
+         s.current_bytes, s.newest_archived_token, CASE WHEN s.notify THEN s.notify_channel END,
+         s.oldest_seq, s.retain_records, s.retain_age IS NOT NULL, s.followed"
     };
 }
 pub(crate) use state_columns;
@@ -41,20 +64,44 @@ pub type StateColumns = (
     NotNull<Int8>,
     Nullable<Text>,
     Nullable<Text>,
+    NotNull<Int8>,
+    Nullable<Int8>,
+    NotNull<Bool>,
+    NotNull<Bool>,
+);
+
+/// A row of [`StateColumns`], decoded.
+pub type StateRow = (
+    pg_sys::ItemPointerData,
+    i32,
+    i64,
+    i64,
+    i32,
+    i64,
+    Option<String>,
+    Option<String>,
+    i64,
+    Option<i64>,
+    bool,
+    bool,
 );
 
 /// A row of [`StateColumns`].
 pub fn map_state(
-    (tid, chunk_size, first_seq, next_seq, size, bytes, newest_archived_token, announce_on): (
-        pg_sys::ItemPointerData,
-        i32,
-        i64,
-        i64,
-        i32,
-        i64,
-        Option<String>,
-        Option<String>,
-    ),
+    (
+        tid,
+        chunk_size,
+        first_seq,
+        next_seq,
+        size,
+        bytes,
+        newest_archived_token,
+        announce_on,
+        oldest_seq,
+        max_records,
+        by_age,
+        followed,
+    ): StateRow,
 ) -> MapState {
     MapState {
         tid,
@@ -67,6 +114,12 @@ pub fn map_state(
         },
         newest_archived_token,
         announce_on,
+        oldest_seq,
+        retention: Retention {
+            max_records,
+            by_age,
+        },
+        followed,
     }
 }
 
@@ -107,9 +160,11 @@ statements! {
         "SELECT s.next_seq FROM chunked_map.map_state AS s WHERE s.map = $1"
     );
 
-    /// Where a map's records are: `(next_seq, current_first_seq)`, from its state row alone.
-    pub EXTENT: Statement<(Text,), (NotNull<Int8>, NotNull<Int8>)> = read(
-        "SELECT s.next_seq, s.current_first_seq FROM chunked_map.map_state AS s WHERE s.map = $1"
+    /// Where a map's records are: `(next_seq, current_first_seq, oldest_seq)`, from its state
+    /// row alone.
+    pub EXTENT: Statement<(Text,), (NotNull<Int8>, NotNull<Int8>, NotNull<Int8>)> = read(
+        "SELECT s.next_seq, s.current_first_seq, s.oldest_seq
+         FROM chunked_map.map_state AS s WHERE s.map = $1"
     );
 }
 
@@ -159,7 +214,22 @@ pub fn next_seq_for_writer(session: &Session, map: &str) -> Option<i64> {
         .map(|(next,)| next)
 }
 
+/// Where a map's records are, as a reader sees them.
+#[derive(Debug, Clone, Copy)]
+pub struct Extent {
+    pub next_seq: i64,
+    pub current_first_seq: i64,
+    pub oldest_seq: i64,
+}
+
 /// [`EXTENT`]: `None` when the map does not exist.
-pub fn extent(session: &Session, map: &str) -> Option<(i64, i64)> {
-    session.run(&EXTENT, (map,)).first()
+pub fn extent(session: &Session, map: &str) -> Option<Extent> {
+    session
+        .run(&EXTENT, (map,))
+        .first()
+        .map(|(next_seq, current_first_seq, oldest_seq)| Extent {
+            next_seq,
+            current_first_seq,
+            oldest_seq,
+        })
 }

@@ -18,6 +18,7 @@ pub struct StoredState {
     pub current: CurrentChunk,
     pub newest_archived_token: Option<String>,
     pub archived_chunks: i64,
+    pub oldest_seq: i64,
 }
 
 pub struct StoredChunk {
@@ -38,9 +39,10 @@ pub struct StoredRecord {
 statements! {
     pub STORED_STATE: Statement<(Text,), (
         NotNull<Int4>, NotNull<Int8>, NotNull<Int8>, NotNull<Int4>, NotNull<Int8>, Nullable<Text>, NotNull<Int8>,
+        NotNull<Int8>,
     )> = read(
         "SELECT s.chunk_size, s.current_first_seq, s.next_seq, s.current_chunk_size,
-                s.current_bytes, s.newest_archived_token, s.archived_chunks
+                s.current_bytes, s.newest_archived_token, s.archived_chunks, s.oldest_seq
          FROM chunked_map.map_state AS s
          WHERE s.map = $1"
     );
@@ -68,7 +70,16 @@ statements! {
 
 pub fn stored_map(session: &Session, map: &str) -> StoredMap {
     let state = session.run(&STORED_STATE, (map,)).first().map(
-        |(chunk_size, first_seq, next_seq, size, bytes, newest_archived_token, archived_chunks)| {
+        |(
+            chunk_size,
+            first_seq,
+            next_seq,
+            size,
+            bytes,
+            newest_archived_token,
+            archived_chunks,
+            oldest_seq,
+        )| {
             StoredState {
                 chunk_size,
                 current: CurrentChunk {
@@ -79,6 +90,7 @@ pub fn stored_map(session: &Session, map: &str) -> StoredMap {
                 },
                 newest_archived_token,
                 archived_chunks,
+                oldest_seq,
             }
         },
     );
