@@ -100,6 +100,45 @@ VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_apply_retention_wrapper';
 
+CREATE FUNCTION chunked_map.chunked_subscribe(consumer text, category text DEFAULT NULL, from_start boolean DEFAULT true)
+RETURNS boolean
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_subscribe_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_unsubscribe(consumer text)
+RETURNS boolean
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_unsubscribe_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_poll(consumer text, max_records integer DEFAULT 100, member integer DEFAULT 0, group_size integer DEFAULT 1)
+RETURNS TABLE (map text, seq bigint, payload jsonb)
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_poll_wrapper';
+
+-- Every consumer of the feed and what it has not had yet: maps and records of its category
+-- after its positions, and when the oldest move it has not passed was recorded (NULL: none, or
+-- only history it is still catching up on). A view: it reads the tables as its owner, and is
+-- granted like the functions (the consumer recipe). It reads every map of each consumer's
+-- category: a tool for monitoring, not for every poll.
+CREATE VIEW chunked_map.consumers AS
+SELECT c.consumer, c.category, c.from_start,
+       count(s.map) FILTER (WHERE s.next_seq - 1 > coalesce(p.seq, 0)) AS maps_behind,
+       coalesce(sum(greatest(s.next_seq - 1 - greatest(coalesce(p.seq, 0), s.oldest_seq - 1), 0)), 0)::bigint AS records_behind,
+       (SELECT pg_catalog.min(m.at)
+        FROM chunked_map.map_change AS m
+        JOIN chunked_map.map_state AS ms ON ms.map = m.map
+        LEFT JOIN chunked_map.consumer_position AS mp ON mp.consumer = c.consumer AND mp.map = m.map
+        WHERE (c.category IS NULL OR c.category = pg_catalog.split_part(m.map, '-', 1))
+          AND ms.next_seq - 1 > coalesce(mp.seq, 0)) AS oldest_unread_move_at
+FROM chunked_map.consumer AS c
+LEFT JOIN chunked_map.map_state AS s
+       ON c.category IS NULL OR c.category = pg_catalog.split_part(s.map, '-', 1)
+LEFT JOIN chunked_map.consumer_position AS p ON p.consumer = c.consumer AND p.map = s.map
+GROUP BY c.consumer, c.category, c.from_start;
+
 CREATE FUNCTION chunked_map.chunked_distribute()
 RETURNS void
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE

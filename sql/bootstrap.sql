@@ -94,6 +94,50 @@ BEGIN
 END
 $$;
 
+-- (0.4) The feed across maps (src/feed.rs). Consumers, each following a category (the part of
+-- a map's name before its first '-'; NULL: every map).
+CREATE TABLE chunked_map.consumer (
+    consumer   text        COLLATE "C" NOT NULL,
+    category   text        COLLATE "C",
+    from_start boolean     NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    CONSTRAINT consumer_pkey PRIMARY KEY (consumer)
+);
+
+-- Per consumer and map, the last sequence it acknowledged; pending: it has to read the map to
+-- its end once whether or not the map moves (history it started from, or a restore).
+CREATE TABLE chunked_map.consumer_position (
+    consumer text    COLLATE "C" NOT NULL,
+    map      text    COLLATE "C" NOT NULL,
+    seq      bigint  NOT NULL,
+    pending  boolean NOT NULL,
+    CONSTRAINT consumer_position_pkey PRIMARY KEY (consumer, map)
+);
+CREATE INDEX consumer_position_map ON chunked_map.consumer_position (map);
+CREATE INDEX consumer_position_pending ON chunked_map.consumer_position (consumer) WHERE pending;
+
+-- Per consumer and member of a group (group_size 0: the consumer's own, from its subscription),
+-- the transaction id below which it has looked at every move. Transaction ids mean nothing in
+-- another cluster: not dumped (a restored consumer starts over from its positions).
+CREATE TABLE chunked_map.consumer_horizon (
+    consumer   text    COLLATE "C" NOT NULL,
+    group_size integer NOT NULL,
+    member     integer NOT NULL,
+    horizon    xid8    NOT NULL,
+    CONSTRAINT consumer_horizon_pkey PRIMARY KEY (consumer, group_size, member)
+);
+
+-- Per followed map, the latest transaction that appended to it (and when): written once per
+-- transaction by the holder of the map's lock. One row per map, whatever the number of appends.
+-- Not dumped, for the same reason.
+CREATE TABLE chunked_map.map_change (
+    map text        COLLATE "C" NOT NULL,
+    xid xid8        NOT NULL,
+    at  timestamptz NOT NULL,
+    CONSTRAINT map_change_pkey PRIMARY KEY (map)
+);
+CREATE INDEX map_change_xid ON chunked_map.map_change (xid);
+
 -- A random key of this installation, for what every role can see and must not be able to link
 -- to a map's name: the keys of the locks on map names (src/name_lock.rs), which pg_locks shows.
 -- Readable by the owner only; not dumped (a restored database gets a key of its own).
@@ -107,3 +151,5 @@ VALUES (pg_catalog.uuid_send(pg_catalog.gen_random_uuid()) || pg_catalog.uuid_se
 SELECT pg_catalog.pg_extension_config_dump('chunked_map.map_state', '');
 SELECT pg_catalog.pg_extension_config_dump('chunked_map.current_record', '');
 SELECT pg_catalog.pg_extension_config_dump('chunked_map.archived_chunk', '');
+SELECT pg_catalog.pg_extension_config_dump('chunked_map.consumer', '');
+SELECT pg_catalog.pg_extension_config_dump('chunked_map.consumer_position', '');

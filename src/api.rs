@@ -9,7 +9,8 @@
 
 use crate::append;
 use crate::error::OrRaise;
-use crate::input::{self, required, MapName};
+use crate::feed;
+use crate::input::{self, required, ConsumerName, MapName};
 use crate::read;
 use crate::retention;
 use crate::sql_function;
@@ -190,10 +191,53 @@ sql_function!(
     chunked_apply_retention_wrapper,
     |call| {
         call.writes(c"chunked_apply_retention()");
-        let map = call
-            .text(0)
-            .map(|map| MapName::parse(Some(map)).or_raise());
+        let map = call.text(0).map(|map| MapName::parse(Some(map)).or_raise());
         call.returns_bigint(retention::apply(map))
+    }
+);
+
+// (0.4) Creates a consumer of the feed that follows every map of `category` (NULL: every map),
+// maps started later included; `false` when it exists.
+sql_function!(
+    pg_finfo_chunked_subscribe_wrapper,
+    chunked_subscribe_wrapper,
+    |call| {
+        call.writes(c"chunked_subscribe()");
+        let consumer = ConsumerName::parse(call.text(0)).or_raise();
+        let from_start = required(call.boolean(2), "from_start").or_raise();
+        call.returns_boolean(feed::subscribe(consumer, call.text(1), from_start))
+    }
+);
+
+// (0.4) Removes a consumer and its positions; `false` when there was none.
+sql_function!(
+    pg_finfo_chunked_unsubscribe_wrapper,
+    chunked_unsubscribe_wrapper,
+    |call| {
+        call.writes(c"chunked_unsubscribe()");
+        let consumer = ConsumerName::parse(call.text(0)).or_raise();
+        call.returns_boolean(feed::unsubscribe(consumer))
+    }
+);
+
+// (0.4) The next records the consumer (its member `member` of `group_size`) has not had, rows
+// `(map, seq, payload)`; acknowledged by the caller's commit.
+sql_function!(
+    pg_finfo_chunked_poll_wrapper,
+    chunked_poll_wrapper,
+    |call| {
+        call.writes(c"chunked_poll()");
+        let consumer = ConsumerName::parse(call.text(0)).or_raise();
+        let max_records = input::max_records(call.int4(1)).or_raise();
+        let group = input::group(call.int4(2), call.int4(3)).or_raise();
+        let delivered = feed::poll(call.memory(), consumer, max_records, group);
+        call.returns_rows_with_nulls(delivered.into_iter().map(|row| {
+            [
+                pgrx::IntoDatum::into_datum(row.map.as_str()),
+                Some(pgrx::pg_sys::Datum::from(row.seq)),
+                row.payload.map(|payload| payload.datum()),
+            ]
+        }))
     }
 );
 

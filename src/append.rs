@@ -9,12 +9,13 @@
 use crate::chunking::{self, Batch};
 use crate::citus;
 use crate::error::{ChunkedError, OrRaise};
+use crate::feed;
 use crate::guc;
 use crate::input::{self, MapName};
 use crate::jsonb::{BatchMemory, Jsonb, JsonbArray, Payload};
 use crate::lock;
-use crate::retention;
 use crate::pg::spi::Session;
+use crate::retention;
 use crate::statements;
 use crate::statements::state::{self, MapState};
 use crate::statements::writes::{self as store, Written};
@@ -67,7 +68,8 @@ pub fn start(map: MapName<'_>, chunk_size: i32) -> bool {
             }
             return false;
         }
-        store::start(session, map.as_str(), chunk_size)
+        let followed = feed::followed_from_its_start(session, map);
+        store::start(session, map.as_str(), chunk_size, followed)
     })
 }
 
@@ -100,11 +102,17 @@ pub fn append(map: MapName<'_>, payload: Jsonb<'_>) -> i64 {
             }
             Some(Remembered::Somewhere) => None,
         };
-        fast.unwrap_or_else(|| {
+        let appended = fast.unwrap_or_else(|| {
             let state = lock::lock_existing_map(session, map);
             Appended::Written(append_locked(session, map, state, payload, max_chunk_bytes))
-        })
+        });
+        if let Appended::Written(written) = &appended {
+            record_move(session, map, written.followed);
+        }
+        appended
     });
+    // (the one-statement append records the move itself)
+    xact::remember_moved(map.as_str());
     match appended {
         Appended::InOneStatement { seq } => {
             xact::remember_written_somewhere(map.as_str());
@@ -143,9 +151,12 @@ pub fn append_if_last(map: MapName<'_>, payload: Jsonb<'_>, expected_last_seq: i
                 actual,
             });
         }
-        Ok(append_locked(session, map, state, payload, max_chunk_bytes))
+        let written = append_locked(session, map, state, payload, max_chunk_bytes);
+        record_move(session, map, written.followed);
+        Ok(written)
     })
     .or_raise();
+    xact::remember_moved(map.as_str());
     let seq = appended.seq;
     wrote(map, appended);
     seq
@@ -282,21 +293,26 @@ pub fn append_many(map: MapName<'_>, payloads: JsonbArray<'_>) -> (i64, i64) {
         if !chunks.is_empty() {
             // `archived + 1` chunks archived (the current one, and the batch's full ones): at
             // most one more than that removed
-            let bound = usize::try_from(archived).unwrap_or(usize::MAX).saturating_add(2);
+            let bound = usize::try_from(archived)
+                .unwrap_or(usize::MAX)
+                .saturating_add(2);
             state = retention::apply_locked(session, map.as_str(), state, Some(bound)).0;
         }
+        record_move(session, map, state.followed);
         (first, state.tid, state.announce_on.clone())
     });
     let last = first + to_i64(payloads.len()) - 1;
     if payloads.is_empty() {
         xact::remember_written(map.as_str(), tid);
     } else {
+        xact::remember_moved(map.as_str());
         wrote(
             map,
             Written {
                 seq: last,
                 tid,
                 announce_on,
+                followed: false,
             },
         );
     }
@@ -349,6 +365,14 @@ pub fn drop_map(map: MapName<'_>) -> bool {
         xact::forget_dropped(map.as_str());
         true
     })
+}
+
+/// Records, for a map a consumer follows, that it moved in this transaction (once per
+/// transaction: see `feed`).
+fn record_move(session: &Session, map: MapName<'_>, followed: bool) {
+    if followed && !xact::moved(map.as_str()) {
+        store::record_change(session, map.as_str());
+    }
 }
 
 /// What the rest of the transaction needs to know of an append.

@@ -26,6 +26,8 @@ pub enum Held {
     Deadlock,
     /// Another transaction is starting or dropping a map of that name.
     StartOrDrop,
+    /// (0.4) A consumer of the feed is being subscribed or unsubscribed (a start waits for it).
+    Subscribing,
 }
 
 /// Which setting limits a payload's size.
@@ -134,6 +136,32 @@ pub enum ChunkedError {
     #[error("cannot PREPARE a transaction that appended to a map whose notifications are on")]
     NotifyInPreparedTransaction,
 
+    /// (0.4) Polling or removing a consumer that does not exist.
+    #[error("consumer \"{consumer}\" does not exist")]
+    ConsumerNotFound { consumer: String },
+
+    #[error("consumer name must be 1 to {max} bytes long, got {bytes} bytes")]
+    InvalidConsumerName { bytes: usize, max: usize },
+
+    /// A category is what comes before a map name's first `-`: it has none itself.
+    #[error(
+        "category must be 1 to {max} bytes long without \"-\" (NULL: every map), got {category}"
+    )]
+    InvalidCategory { category: String, max: usize },
+
+    #[error("group_size must be between {} and {}, got {value}", .range.start(), .range.end())]
+    GroupSizeOutOfRange {
+        value: i32,
+        range: RangeInclusive<i32>,
+    },
+
+    #[error("member must be between 0 and {} (group_size - 1), got {member}", .group_size - 1)]
+    MemberOutOfRange { member: i32, group_size: i32 },
+
+    /// (0.4) The feed's transaction ids are per node: not offered on a Citus cluster.
+    #[error("the feed (chunked_subscribe, chunked_poll, chunked_unsubscribe) is not available on a Citus cluster")]
+    FeedOnCitus,
+
     /// `chunked_distribute` where Citus is not there to distribute to.
     #[error("chunked_distribute needs Citus: {what}")]
     CitusMissing { what: String },
@@ -163,20 +191,27 @@ impl ChunkedError {
             | UnknownToken { .. }
             | UnknownSeq { .. }
             | TrimmedToken { .. }
-            | TrimmedSeq { .. } => PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
+            | TrimmedSeq { .. }
+            | ConsumerNotFound { .. } => PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
             MalformedToken { .. }
             | InvalidMapName { .. }
             | ChunkSizeOutOfRange { .. }
             | NegativeAfterSeq { .. }
             | MaxRecordsOutOfRange { .. }
             | InvalidRetainedRecords { .. }
-            | InvalidRetainedAge => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            | InvalidRetainedAge
+            | InvalidConsumerName { .. }
+            | InvalidCategory { .. }
+            | GroupSizeOutOfRange { .. }
+            | MemberOutOfRange { .. } => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             NullArgument { .. } | NullElement { .. } => {
                 PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED
             }
             PayloadTooLarge { .. } => PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             HistoryIsImmutable { .. } => PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
-            NotifyInPreparedTransaction => PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            NotifyInPreparedTransaction | FeedOnCitus => {
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED
+            }
             CitusMissing { .. } | NotPreloaded { .. } | OutdatedSqlObjects { .. } => {
                 PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
             }
@@ -192,6 +227,7 @@ impl ChunkedError {
                 Held::For(ms) => format!("It stayed locked for chunked_map.lock_timeout ({ms} ms)."),
                 Held::Deadlock => "Waiting for it would have deadlocked with another transaction.".into(),
                 Held::StartOrDrop => "Another open transaction is starting or dropping a map of this name.".into(),
+                Held::Subscribing => "Another open transaction is subscribing or unsubscribing a consumer of the feed; maps are started once it ends.".into(),
             }),
             MalformedToken { .. } => Some(format!(
                 "A page token is \"current\" or exactly {TOKEN_DIGITS} ASCII decimal digits."
@@ -250,6 +286,14 @@ impl ChunkedError {
                     .into(),
             ),
             OutdatedSqlObjects { .. } => Some("Run ALTER EXTENSION chunked_map UPDATE.".into()),
+            ConsumerNotFound { consumer } => Some(format!(
+                "Create it with chunked_map.chunked_subscribe('{}').",
+                consumer.replace('\'', "''")
+            )),
+            FeedOnCitus => Some(
+                "Consume each map with chunked_read(map, after_seq) and keep the positions yourself (docs/citus.md), or run the feed on a single-node database."
+                    .into(),
+            ),
             _ => None,
         }
     }

@@ -35,6 +35,67 @@ impl<'a> MapName<'a> {
     }
 }
 
+/// Longest consumer name and category accepted, in bytes.
+pub const MAX_CONSUMER_NAME_BYTES: usize = 200;
+/// Largest consumer group.
+pub const GROUP_SIZE_RANGE: RangeInclusive<i32> = 1..=1024;
+
+/// A consumer name: not NULL, not empty, at most [`MAX_CONSUMER_NAME_BYTES`] bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConsumerName<'a>(&'a str);
+
+impl<'a> ConsumerName<'a> {
+    pub fn parse(consumer: Option<&'a str>) -> Result<ConsumerName<'a>, ChunkedError> {
+        let consumer = required(consumer, "consumer")?;
+        if consumer.is_empty() || consumer.len() > MAX_CONSUMER_NAME_BYTES {
+            return Err(ChunkedError::InvalidConsumerName {
+                bytes: consumer.len(),
+                max: MAX_CONSUMER_NAME_BYTES,
+            });
+        }
+        Ok(ConsumerName(consumer))
+    }
+
+    pub fn as_str(&self) -> &'a str {
+        self.0
+    }
+}
+
+/// A category to follow: `None` (every map), or what comes before a map name's first `-`:
+/// not empty, without `-`, at most [`MAX_CONSUMER_NAME_BYTES`] bytes.
+pub fn category(value: Option<&str>) -> Result<Option<&str>, ChunkedError> {
+    match value {
+        Some(category)
+            if category.is_empty()
+                || category.contains('-')
+                || category.len() > MAX_CONSUMER_NAME_BYTES =>
+        {
+            Err(ChunkedError::InvalidCategory {
+                category: crate::token::quoted(category),
+                max: MAX_CONSUMER_NAME_BYTES,
+            })
+        }
+        _ => Ok(value),
+    }
+}
+
+/// A member of a consumer group: `group_size` within [`GROUP_SIZE_RANGE`], `member` from 0 to
+/// `group_size - 1`.
+pub fn group(member: Option<i32>, group_size: Option<i32>) -> Result<(i32, i32), ChunkedError> {
+    let member = required(member, "member")?;
+    let group_size = required(group_size, "group_size")?;
+    if !GROUP_SIZE_RANGE.contains(&group_size) {
+        return Err(ChunkedError::GroupSizeOutOfRange {
+            value: group_size,
+            range: GROUP_SIZE_RANGE,
+        });
+    }
+    if !(0..group_size).contains(&member) {
+        return Err(ChunkedError::MemberOutOfRange { member, group_size });
+    }
+    Ok((member, group_size))
+}
+
 /// A chunk size within [`CHUNK_SIZE_RANGE`].
 pub fn chunk_size(value: Option<i32>) -> Result<i32, ChunkedError> {
     let value = required(value, "chunk_size")?;

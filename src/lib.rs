@@ -13,6 +13,7 @@
 //!   routed append, the polled lock wait), and the one question: are the tables distributed here?
 //! - `pg`: the PostgreSQL C interface as the rest uses it: the error boundary, the calling
 //!   convention, typed statements over SPI; it knows nothing of the extension's errors or tables
+//! - `feed`: the feed across maps: consumers, their positions, polling
 //! - `xact`: what is remembered until the end of the transaction (and announced at commit)
 //! - `token`: page tokens, parsed and formatted
 //! - `input`: argument checks and the limits they enforce
@@ -27,6 +28,7 @@ mod append;
 mod chunking;
 mod citus;
 mod error;
+mod feed;
 mod guc;
 mod immutability;
 mod input;

@@ -28,7 +28,7 @@ use crate::citus::{self, lock_wait::Polled};
 use crate::error::{ChunkedError, Held};
 use crate::guc;
 use crate::input::MapName;
-use crate::name_lock::{self, Wait};
+use crate::name_lock::{self, FeedLock, Wait};
 use crate::pg::boundary::{OrRethrow, PgError};
 use crate::pg::spi::Session;
 use crate::statements::state::{self, MapState};
@@ -117,6 +117,29 @@ fn on_name(
             waiting_up_to(map, ms, || take(session, map, Wait::UpToLockTimeout));
         }
     }
+}
+
+/// Takes the feed's lock for a start of `map` (see `feed`): shared with other starts, held
+/// while a consumer is being subscribed or unsubscribed: then 40001 at once, or a wait up to
+/// `chunked_map.lock_timeout`.
+pub fn lock_feed_for_start(_session: &Session, map: MapName<'_>) {
+    if name_lock::lock_feed(FeedLock::Start, Wait::Never).or_rethrow() {
+        return;
+    }
+    match guc::lock_timeout_ms() {
+        None => locked(map, Held::Subscribing),
+        Some(ms) => {
+            waiting_up_to(map, ms, || {
+                name_lock::lock_feed(FeedLock::Start, Wait::UpToLockTimeout)
+            });
+        }
+    }
+}
+
+/// Takes the feed's lock for a subscription (see `feed`), waiting for the starts under way (as
+/// long as the server's `lock_timeout` lets it).
+pub fn lock_feed_exclusive(_session: &Session) {
+    name_lock::lock_feed(FeedLock::Subscription, Wait::UpToLockTimeout).or_rethrow();
 }
 
 /// Whether the transaction reads with one snapshot (REPEATABLE READ, SERIALIZABLE).

@@ -25,6 +25,8 @@ use crate::statements::writes as store;
 
 /// The fourth field of the tag: neither 1 nor 2, the values of PostgreSQL's own advisory locks.
 const LOCK_SPACE: u16 = 0x434d;
+/// The fourth field of the feed's lock (one per database): another value no SQL function makes.
+const FEED_LOCK_SPACE: u16 = 0x434e;
 
 thread_local! {
     /// The installation's key, and the extension (its `pg_extension` oid) it belongs to.
@@ -57,6 +59,33 @@ pub fn probe(session: &Session, map: MapName<'_>, wait: Wait) -> Result<bool, Pg
     // SAFETY: releases the shared lock just taken, with the same tag and mode.
     unsafe { catching(|| raw::LockRelease(tag_ptr, pg_sys::ShareLock as i32, false)) }?;
     Ok(true)
+}
+
+/// Who takes the feed's lock (see `feed`): a start of a map, shared (starts never conflict with
+/// each other), or a subscription, exclusive.
+#[derive(Debug, Clone, Copy)]
+pub enum FeedLock {
+    Start,
+    Subscription,
+}
+
+/// Takes the feed's lock until the end of the transaction; `Ok(false)` when it is held and
+/// `wait` is [`Wait::Never`].
+pub fn lock_feed(who: FeedLock, wait: Wait) -> Result<bool, PgError> {
+    let tag = pg_sys::LOCKTAG {
+        // SAFETY: reading the id of the database this backend is connected to.
+        locktag_field1: unsafe { pg_sys::MyDatabaseId }.to_u32(),
+        locktag_field2: 0,
+        locktag_field3: 0,
+        locktag_field4: FEED_LOCK_SPACE,
+        locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
+        locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
+    };
+    let mode = match who {
+        FeedLock::Start => pg_sys::ShareLock,
+        FeedLock::Subscription => pg_sys::ExclusiveLock,
+    };
+    acquire(&tag, mode, wait)
 }
 
 fn acquire(tag: &pg_sys::LOCKTAG, mode: u32, wait: Wait) -> Result<bool, PgError> {

@@ -115,7 +115,9 @@ pub fn apply_locked(
     let mut chunks = store::oldest_chunks(session, map, window.saturating_add(1));
     // the sequence after the window: the next chunk's first, or the current chunk's
     let after = if i64::try_from(chunks.len()).unwrap_or(i64::MAX) > window {
-        chunks.pop().map_or(state.current.first_seq, |next| next.first_seq)
+        chunks
+            .pop()
+            .map_or(state.current.first_seq, |next| next.first_seq)
     } else {
         state.current.first_seq
     };

@@ -77,6 +77,10 @@ struct Made<T> {
 thread_local! {
     static WRITTEN: RefCell<LruCache<String, Made<Remembered>>> =
         RefCell::new(LruCache::new(WRITTEN_KEPT));
+    /// Maps this transaction appended to, whose move it recorded for the feed if they are
+    /// followed (see `feed`); a map forgotten (the oldest of many) is only recorded again.
+    static MOVED: RefCell<LruCache<String, pg_sys::SubTransactionId>> =
+        RefCell::new(LruCache::new(WRITTEN_KEPT));
     /// Whether the storage tables are distributed (Citus), as this transaction found.
     static DISTRIBUTED: Cell<Option<bool>> = const { Cell::new(None) };
     /// Per map this transaction may announce: what its commit would send (`None`: nothing, the
@@ -122,6 +126,24 @@ fn remember(map: &str, what: Remembered) {
     });
 }
 
+/// Whether this transaction (or a subtransaction of it that did not roll back) appended to
+/// `map` and recorded its move for the feed, if the map is followed.
+pub fn moved(map: &str) -> bool {
+    MOVED.with(|moved| moved.borrow_mut().get(map).is_some())
+}
+
+/// This transaction appended to `map` and recorded its move if the map is followed: a map's
+/// `followed` cannot change while the transaction holds its lock, which it does to its end.
+pub fn remember_moved(map: &str) {
+    let by = current_subtransaction();
+    MOVED.with(|moved| {
+        let mut moved = moved.borrow_mut();
+        if moved.get(map).is_none() {
+            moved.put(map.to_owned(), by);
+        }
+    });
+}
+
 /// Announce `map` when this transaction commits (unless the subtransaction that asked rolls
 /// back, or the transaction turns the map's notifications off before then).
 pub fn announce_at_commit(map: &str, announcement: Announcement) {
@@ -143,9 +165,11 @@ pub fn announce_nothing(map: &str) {
 }
 
 /// The map was dropped: nothing to announce of it, unless the subtransaction that dropped it
-/// rolls back. Its state row's address is forgotten too.
+/// rolls back. Its state row's address is forgotten too, and its move (the drop removed the
+/// map's row of `map_change`; a map started again under the name records its own).
 pub fn forget_dropped(map: &str) {
     WRITTEN.with(|written| written.borrow_mut().pop(map));
+    MOVED.with(|moved| moved.borrow_mut().pop(map));
     announce_nothing(map);
 }
 
@@ -207,6 +231,7 @@ pub fn forget_distributed() {
 
 fn forget_everything() {
     WRITTEN.with(|written| written.borrow_mut().clear());
+    MOVED.with(|moved| moved.borrow_mut().clear());
     TO_ANNOUNCE.with(|maps| maps.borrow_mut().clear());
     forget_distributed();
 }
@@ -224,6 +249,17 @@ fn subtransaction_aborted(subtransaction: pg_sys::SubTransactionId) {
             .collect();
         for map in gone {
             written.pop(&map);
+        }
+    });
+    MOVED.with(|moved| {
+        let mut moved = moved.borrow_mut();
+        let gone: Vec<String> = moved
+            .iter()
+            .filter(|(_, by)| **by >= subtransaction)
+            .map(|(map, _)| map.clone())
+            .collect();
+        for map in gone {
+            moved.pop(&map);
         }
     });
     TO_ANNOUNCE.with(|maps| {
@@ -244,6 +280,13 @@ fn subtransaction_committed(
         for (_, made) in written.borrow_mut().iter_mut() {
             if made.by >= subtransaction {
                 made.by = parent;
+            }
+        }
+    });
+    MOVED.with(|moved| {
+        for (_, by) in moved.borrow_mut().iter_mut() {
+            if *by >= subtransaction {
+                *by = parent;
             }
         }
     });

@@ -81,12 +81,13 @@ statements! {
     /// separate steps through intermediate results (over a connection to the node itself), where
     /// an `UPDATE ... RETURNING` and an `INSERT ... VALUES` on one map are each routed straight
     /// to its shard.
-    pub ADVANCE_AT: Statement<(Text, Int8, Int8, Tid), (NotNull<Int8>, NotNull<Tid>, Nullable<Text>)> = write(concat!(
+    pub ADVANCE_AT: Statement<(Text, Int8, Int8, Tid), (NotNull<Int8>, NotNull<Tid>, Nullable<Text>, NotNull<Bool>)> = write(concat!(
         "UPDATE chunked_map.map_state AS s
          SET next_seq = s.next_seq + 1, current_bytes = s.current_bytes + $2
          WHERE s.ctid = $4 AND s.map = $1
            AND ", has_room!(), "
-         RETURNING s.next_seq - 1 AS seq, s.ctid, CASE WHEN s.notify THEN s.notify_channel END"
+         RETURNING s.next_seq - 1 AS seq, s.ctid, CASE WHEN s.notify THEN s.notify_channel END,
+                   s.followed"
     ));
 
     /// `APPEND_AT`'s record insert alone.
@@ -164,11 +165,13 @@ pub fn append_at_routed(
 ) -> Option<Written> {
     let bytes = i64::try_from(payload.bytes()).unwrap_or(i64::MAX);
     let limit = i64::try_from(max_chunk_bytes).unwrap_or(i64::MAX);
-    let (seq, tid, announce_on) = session.run(&ADVANCE_AT, (map, bytes, limit, tid)).first()?;
+    let (seq, tid, announce_on, followed) =
+        session.run(&ADVANCE_AT, (map, bytes, limit, tid)).first()?;
     session.run(&INSERT_RECORD, (map, seq, payload.value()));
     Some(Written {
         seq,
         tid,
         announce_on,
+        followed,
     })
 }

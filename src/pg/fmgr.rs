@@ -170,6 +170,17 @@ impl<'fcx> Call<'fcx> {
         // error otherwise) and fills resultinfo's tuplestore and descriptor from the function's
         // row type, whose column count the SQL definition fixes at N.
         unsafe { catching(|| raw::InitMaterializedSRF(fcinfo, 0)) }.or_rethrow();
+        self.put_rows(rows.into_iter().map(|row| row.map(Some)))
+    }
+
+    /// [`Call::returns_rows`] with NULLs (`None`) among the values.
+    pub fn returns_rows_with_nulls<const N: usize>(
+        &self,
+        rows: impl IntoIterator<Item = [Option<pg_sys::Datum>; N]>,
+    ) -> pg_sys::Datum {
+        let fcinfo = self.fcinfo;
+        // SAFETY: as in returns_rows.
+        unsafe { catching(|| raw::InitMaterializedSRF(fcinfo, 0)) }.or_rethrow();
         self.put_rows(rows)
     }
 
@@ -207,20 +218,21 @@ impl<'fcx> Call<'fcx> {
             (*info).setResult = store;
             (*info).setDesc = desc;
         }
-        self.put_rows(values.into_iter().map(|value| [value]))
+        self.put_rows(values.into_iter().map(|value| [Some(value)]))
     }
 
     fn put_rows<const N: usize>(
         &self,
-        rows: impl IntoIterator<Item = [pg_sys::Datum; N]>,
+        rows: impl IntoIterator<Item = [Option<pg_sys::Datum>; N]>,
     ) -> pg_sys::Datum {
         // SAFETY: resultinfo's tuplestore and descriptor, set up by the caller of this function
-        // for rows of N columns.
+        // for rows of N columns; tuplestore_putvalues copies the values.
         unsafe {
             let info = (*self.fcinfo).resultinfo.cast::<pg_sys::ReturnSetInfo>();
             let (store, desc) = ((*info).setResult, (*info).setDesc);
-            let nulls = [false; N];
-            for values in rows {
+            for row in rows {
+                let nulls = row.map(|value| value.is_none());
+                let values = row.map(|value| value.unwrap_or(pg_sys::Datum::from(0)));
                 let values_ptr = values.as_ptr();
                 let nulls_ptr = nulls.as_ptr();
                 catching(|| raw::tuplestore_putvalues(store, desc, values_ptr, nulls_ptr))

@@ -479,6 +479,21 @@ impl Session {
             .or_rethrow()
     }
 
+    /// Runs a writing `statement` on the newest committed state (a snapshot taken now, also
+    /// under REPEATABLE READ and SERIALIZABLE), for a write that must see what was committed
+    /// after the transaction's snapshot (a subscription marking the maps it follows: a map
+    /// started since must not be left out).
+    pub fn run_on_latest_write<P: Params, C: Columns>(
+        &self,
+        statement: &Statement<P, C>,
+        arguments: impl Arguments<P>,
+    ) -> Rows<'_, C> {
+        // SAFETY: a snapshot that SPI registers for the statement's duration.
+        let latest = unsafe { pg_sys::GetLatestSnapshot() };
+        self.execute(statement, arguments.bind_all(), Some((latest, false)))
+            .or_rethrow()
+    }
+
     /// Runs a `statement` of the holder of a map's lock over that map's current chunk. Under
     /// SERIALIZABLE it reads with a snapshot that sees every committed row and the
     /// transaction's own (PostgreSQL's "self" snapshot), which takes no predicate locks: the

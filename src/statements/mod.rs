@@ -5,6 +5,7 @@
 //! - [`writes`]: starting, appending, archiving, resizing, announcing, dropping;
 //! - [`reads`]: pages, rows, forward reads, single records, the summary;
 //! - [`retention`]: removing a map's oldest chunks, and its retention policy;
+//! - [`feed`]: consumers of the feed across maps, their positions, what moved;
 //! - [`verify`]: the whole stored history of a map, for `chunked_verify`.
 //!
 //! (The statements only a Citus cluster runs are in `citus::statements`.)
@@ -25,6 +26,7 @@
 //!   for `prev_token` when the chunk before it is trimmed, and removed only whole by
 //!   `chunked_trim` and retention (see `retention`).
 
+pub mod feed;
 pub mod reads;
 pub mod retention;
 pub mod state;
@@ -86,6 +88,7 @@ pub fn all(with_citus: bool) -> Vec<&'static dyn crate::pg::spi::Declared> {
         writes::ALL,
         reads::ALL,
         retention::ALL,
+        feed::ALL,
         verify::ALL,
         crate::citus::statements::probe::ALL,
         ALL,
@@ -106,6 +109,7 @@ mod tests {
             super::writes::SQL,
             super::reads::SQL,
             super::retention::SQL,
+            super::feed::SQL,
             super::verify::SQL,
             crate::citus::statements::probe::SQL,
             crate::citus::statements::SQL,
@@ -125,24 +129,28 @@ mod tests {
 
     #[test]
     fn every_table_is_schema_qualified() {
-        let tables = [
-            "map_state",
-            "current_record",
-            "archived_chunk",
-            "installation",
-        ];
+        // every relation a statement reads or writes follows one of these words
+        const BEFORE_A_RELATION: [&str; 5] = ["FROM", "JOIN", "INTO", "UPDATE", "TABLE"];
         for (key, sql) in all_sql() {
-            for table in tables {
-                for (at, _) in sql.match_indices(table) {
-                    let after = sql[at + table.len()..].chars().next();
-                    if after.is_some_and(|c| c.is_alphanumeric() || c == '_') {
-                        continue; // a longer name, such as the column archived_chunks
-                    }
-                    assert!(
-                        sql[..at].ends_with("chunked_map."),
-                        "{key}: {table} is not qualified"
-                    );
+            let words: Vec<&str> = sql
+                .split(|c: char| c.is_whitespace() || c == '(' || c == ')' || c == ',')
+                .filter(|word| !word.is_empty())
+                .collect();
+            for pair in words.windows(2) {
+                let (keyword, relation) = (pair[0], pair[1]);
+                if !BEFORE_A_RELATION.contains(&keyword) {
+                    continue;
                 }
+                // a function in FROM (unnest, jsonb_array_elements, ...) or a subquery
+                let is_function = sql.contains(&format!("{relation}("));
+                let is_subquery = relation == "LATERAL" || relation == "SELECT";
+                if is_function || is_subquery || relation.starts_with("pg_catalog.") {
+                    continue;
+                }
+                assert!(
+                    relation.starts_with("chunked_map."),
+                    "{key}: {keyword} {relation} is not qualified"
+                );
             }
         }
     }

@@ -9,6 +9,33 @@ use crate::statements;
 /// Records read from a map, copied into the caller's memory.
 pub type Records<'fcx> = Vec<(i64, Jsonb<'fcx>)>;
 
+/// The forward read's SQL: records `$2 < seq < $3` of map `$1`, oldest first, at most `$4`
+/// (see [`READ_FORWARD`]; the feed reads the same way on a writer's snapshot).
+macro_rules! read_forward_sql {
+    () => {
+        "SELECT r.seq, r.payload
+         FROM (
+             SELECT a.first_seq + p.i - 1 AS seq, p.payload
+             FROM chunked_map.archived_chunk AS a
+             CROSS JOIN LATERAL unnest(a.payloads) WITH ORDINALITY AS p(payload, i)
+             WHERE a.map = $1
+               AND a.first_seq >= coalesce(
+                       (SELECT b.first_seq FROM chunked_map.archived_chunk AS b
+                        WHERE b.map = $1 AND b.first_seq <= $2 + 1
+                        ORDER BY b.first_seq DESC LIMIT 1), 0)
+               AND a.first_seq < $3
+             UNION ALL
+             SELECT c.seq, c.payload
+             FROM chunked_map.current_record AS c
+             WHERE c.map = $1 AND c.seq > $2 AND c.seq < $3
+         ) AS r
+         WHERE r.seq > $2 AND r.seq < $3
+         ORDER BY r.seq
+         LIMIT $4"
+    };
+}
+pub(crate) use read_forward_sql;
+
 statements! {
     /// The current page: the current chunk's records newest first, and the newest archived
     /// token. State and records are read by one statement, so they agree.
@@ -63,25 +90,7 @@ statements! {
     /// first sequence not above it), the chunks after it up to the end of the range, and the
     /// current chunk.
     pub READ_FORWARD: Statement<(Text, Int8, Int8, Int8), (NotNull<Int8>, NotNull<JsonbValue>)> = read(
-        "SELECT r.seq, r.payload
-         FROM (
-             SELECT a.first_seq + p.i - 1 AS seq, p.payload
-             FROM chunked_map.archived_chunk AS a
-             CROSS JOIN LATERAL unnest(a.payloads) WITH ORDINALITY AS p(payload, i)
-             WHERE a.map = $1
-               AND a.first_seq >= coalesce(
-                       (SELECT b.first_seq FROM chunked_map.archived_chunk AS b
-                        WHERE b.map = $1 AND b.first_seq <= $2 + 1
-                        ORDER BY b.first_seq DESC LIMIT 1), 0)
-               AND a.first_seq < $3
-             UNION ALL
-             SELECT c.seq, c.payload
-             FROM chunked_map.current_record AS c
-             WHERE c.map = $1 AND c.seq > $2 AND c.seq < $3
-         ) AS r
-         WHERE r.seq > $2 AND r.seq < $3
-         ORDER BY r.seq
-         LIMIT $4"
+        read_forward_sql!()
     );
 
     /// The same when they are all in the current chunk: its index alone.
@@ -228,7 +237,9 @@ pub fn info<'fcx>(session: &Session, caller: CallerMemory<'fcx>, map: &str) -> O
 pub enum Looked<'fcx> {
     Found(Jsonb<'fcx>),
     /// The map has no such record; its oldest kept sequence is this.
-    Missing { oldest_seq: i64 },
+    Missing {
+        oldest_seq: i64,
+    },
 }
 
 /// `None` when the map does not exist.

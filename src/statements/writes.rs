@@ -19,6 +19,8 @@ pub struct Written {
     pub seq: i64,
     pub tid: pg_sys::ItemPointerData,
     pub announce_on: Option<String>,
+    /// Whether a consumer of the feed follows the map.
+    pub followed: bool,
 }
 
 /// "The current chunk has room for a record of `$2` bytes, chunks holding at most `$3`": the
@@ -33,14 +35,31 @@ macro_rules! has_room {
 }
 pub(crate) use has_room;
 
+/// The CTE of the one-statement append that records, for a followed map, that it moved in this
+/// transaction (the statement is a transaction's first append to the map): `RECORD_CHANGE` for a
+/// CTE named `$cte` that returns the map's `followed`.
+macro_rules! record_change_cte {
+    ($cte:literal) => {
+        concat!(
+            "moved AS (
+                 INSERT INTO chunked_map.map_change AS m (map, xid, at)
+                 SELECT $1, pg_current_xact_id(), now() FROM ",
+            $cte,
+            " AS f WHERE f.followed
+                 ON CONFLICT (map) DO UPDATE SET xid = excluded.xid, at = excluded.at
+             )"
+        )
+    };
+}
+
 statements! {
     /// Creates the map's state row; no row when one for the map already exists. Under REPEATABLE
     /// READ, PostgreSQL raises 40001 itself when that row was committed after the snapshot. (An
     /// uncommitted change to an existing row would make it wait: callers look first.)
-    pub START: Statement<(Text, Int4), (NotNull<Bool>,)> = write(
+    pub START: Statement<(Text, Int4, Bool), (NotNull<Bool>,)> = write(
         "INSERT INTO chunked_map.map_state AS s
-             (map, chunk_size, current_first_seq, current_chunk_size, next_seq)
-         VALUES ($1, $2, 1, $2, 1)
+             (map, chunk_size, current_first_seq, current_chunk_size, next_seq, followed)
+         VALUES ($1, $2, 1, $2, 1, $3)
          ON CONFLICT (map) DO NOTHING
          RETURNING true"
     );
@@ -65,8 +84,8 @@ statements! {
                AND s.map = $1
                AND NOT s.notify
                AND ", has_room!(), "
-             RETURNING s.next_seq - 1 AS seq
-         )
+             RETURNING s.next_seq - 1 AS seq, s.followed
+         ), ", record_change_cte!("advanced"), "
          INSERT INTO chunked_map.current_record (map, seq, payload)
          SELECT $1, a.seq, $4 FROM advanced AS a
          RETURNING seq"
@@ -76,7 +95,7 @@ statements! {
     /// by `LOCK_STATE` or written by an earlier append of the same transaction): found by its
     /// address, without an index probe or a walk through the versions the transaction left
     /// behind. No row when that version is no longer the visible one, or the chunk is full.
-    pub APPEND_AT: Statement<(Text, Int8, Int8, JsonbValue, Tid), (NotNull<Int8>, NotNull<Tid>, Nullable<Text>)> =
+    pub APPEND_AT: Statement<(Text, Int8, Int8, JsonbValue, Tid), (NotNull<Int8>, NotNull<Tid>, Nullable<Text>, NotNull<Bool>)> =
         write(concat!(
             "WITH advanced AS (
                  UPDATE chunked_map.map_state AS s
@@ -84,13 +103,24 @@ statements! {
                  WHERE s.ctid = $5 AND s.map = $1
                    AND ", has_room!(), "
                  RETURNING s.next_seq - 1 AS seq, s.ctid,
-                           CASE WHEN s.notify THEN s.notify_channel END AS notify_channel
+                           CASE WHEN s.notify THEN s.notify_channel END AS notify_channel,
+                           s.followed
              ), appended AS (
                  INSERT INTO chunked_map.current_record (map, seq, payload)
                  SELECT $1, a.seq, $4 FROM advanced AS a
              )
-             SELECT a.seq, a.ctid, a.notify_channel FROM advanced AS a"
+             SELECT a.seq, a.ctid, a.notify_channel, a.followed FROM advanced AS a"
         ));
+
+    /// Records that the map moved in this transaction (see `feed`): the map's row of
+    /// `map_change` carries the transaction's id. Run once per transaction and map, by the
+    /// holder of the map's lock, so writers of one map never contend here more than they do
+    /// for the map itself.
+    pub RECORD_CHANGE: Statement<(Text,), ()> = write(
+        "INSERT INTO chunked_map.map_change AS m (map, xid, at)
+         VALUES ($1, pg_current_xact_id(), now())
+         ON CONFLICT (map) DO UPDATE SET xid = excluded.xid, at = excluded.at"
+    );
 
     /// Archives records `$2..$3` of the current chunk (all of them, or one piece of a chunk that
     /// holds more bytes than a chunk may) as one immutable row, payloads copied as they are, in
@@ -188,19 +218,31 @@ statements! {
 
     /// Removes every row of one map; the caller holds its lock. Runs as the tables' owner (the
     /// functions are SECURITY DEFINER), which is what the history-protecting triggers allow.
+    /// Consumers' positions in it and its row of `map_change` go too: a map started again
+    /// under the name begins at sequence 1, and every consumer reads it from there.
     pub DROP_MAP: Statement<(Text,), ()> = write(
         "WITH archived AS (
              DELETE FROM chunked_map.archived_chunk AS a WHERE a.map = $1
          ), current AS (
              DELETE FROM chunked_map.current_record AS c WHERE c.map = $1
+         ), positions AS (
+             DELETE FROM chunked_map.consumer_position AS p WHERE p.map = $1
+         ), moved AS (
+             DELETE FROM chunked_map.map_change AS m WHERE m.map = $1
          )
          DELETE FROM chunked_map.map_state AS s WHERE s.map = $1"
     );
 }
 
-/// Creates the map's state row; `false` when a row for the map already exists.
-pub fn start(session: &Session, map: &str, chunk_size: i32) -> bool {
-    !session.run(&START, (map, chunk_size)).is_empty()
+/// Creates the map's state row (`followed`: whether a consumer follows it); `false` when a row
+/// for the map already exists.
+pub fn start(session: &Session, map: &str, chunk_size: i32, followed: bool) -> bool {
+    !session.run(&START, (map, chunk_size, followed)).is_empty()
+}
+
+/// [`RECORD_CHANGE`].
+pub fn record_change(session: &Session, map: &str) {
+    session.run(&RECORD_CHANGE, (map,));
 }
 
 /// The record's bytes and the chunk's byte limit, as the statements take them.
@@ -237,10 +279,11 @@ pub fn append_at(
     session
         .run(&APPEND_AT, (map, bytes, limit, payload.value(), tid))
         .first()
-        .map(|(seq, tid, announce_on)| Written {
+        .map(|(seq, tid, announce_on, followed)| Written {
             seq,
             tid,
             announce_on,
+            followed,
         })
 }
 

@@ -1,0 +1,248 @@
+//! The feed across maps: consumers that follow every map of a category (`order-17`, `order-18`,
+//! … are of category `order`), or every map, including maps started later, each record
+//! delivered once per consumer whose polls commit, in sequence order per map.
+//!
+//! **How no committed record is missed, without serialising writers.** A map's sequences are
+//! contiguous and assigned under its lock, so a position per map (the last sequence the
+//! consumer acknowledged) cannot skip a record; what the feed must learn is *which maps moved*,
+//! in an order that no commit can overtake. The first append of a transaction to a followed map
+//! writes the transaction's id into the map's row of `map_change` (one row per map, updated
+//! under the map's lock that the writer holds anyway: no writer waits for another map's). A
+//! member of a consumer keeps a horizon: every move with an id below it has been looked at.
+//! A poll takes the moves at or above its horizon (a transaction id that committed late is
+//! still there: its id is at or above the horizon, because the horizon never passes the xmin
+//! of a poll's snapshot, below which nothing can still commit — the transaction horizon of
+//! PgQ and its heirs), delivers every record after the consumer's position in each map those
+//! moves name, and moves its horizon to the lesser of that xmin and the first move it could not
+//! finish. A move of a map written over by a later transaction carries the later id, which is
+//! at or above the horizon for the same reason.
+//!
+//! **Which maps are followed.** `map_state.followed`, set by `chunked_subscribe` for the maps
+//! of its category under each map's row lock (it waits for a transaction appending to one), and
+//! by `chunked_start` for a new map when a consumer follows its category. Subscribing and
+//! starting exclude each other (the feed lock, `name_lock::lock_feed`), so no map is started
+//! unfollowed by a subscription it could not see. Appends to maps nobody follows do nothing
+//! more.
+//!
+//! **Acknowledgement.** A poll moves the consumer's positions and the member's horizon in the
+//! caller's transaction: its commit acknowledges what it returned, its rollback hands the same
+//! records out again. Two polls of the same member never run at once (the second returns
+//! nothing); members of a group share the consumer's positions, each map belonging to one
+//! member (a stable hash of its name), so a map is never delivered to two members at once and
+//! changing the group size neither repeats nor skips an acknowledged record.
+
+use crate::citus;
+use crate::error::{ChunkedError, OrRaise};
+use crate::input::{self, ConsumerName, MapName};
+use crate::jsonb::Jsonb;
+use crate::lock;
+use crate::pg::spi::{CallerMemory, Session};
+use crate::statements;
+use crate::statements::feed as store;
+use crate::statements::reads::Records;
+
+/// One delivered row: a record, or (payload `None`) the sign that records up to `seq` were
+/// trimmed before the consumer had them.
+pub struct Delivered<'fcx> {
+    pub map: String,
+    pub seq: i64,
+    pub payload: Option<Jsonb<'fcx>>,
+}
+
+/// Whether a map started now is followed: on the newest committed state, once no subscription
+/// can be under way (the feed lock, shared).
+pub fn followed_from_its_start(session: &Session, map: MapName<'_>) -> bool {
+    lock::lock_feed_for_start(session, map);
+    store::followed(session, map.as_str())
+}
+
+fn refuse_on_citus(session: &Session) {
+    if citus::tables_are_distributed(session) {
+        ChunkedError::FeedOnCitus.raise();
+    }
+}
+
+/// Creates a consumer; `false` (and no change) when it exists.
+pub fn subscribe(consumer: ConsumerName<'_>, category: Option<&str>, from_start: bool) -> bool {
+    let category = input::category(category).or_raise();
+    statements::connect(|session| {
+        refuse_on_citus(session);
+        lock::lock_feed_exclusive(session);
+        if session
+            .run_on_latest_write(
+                &store::CREATE_CONSUMER,
+                (consumer.as_str(), category, from_start),
+            )
+            .is_empty()
+        {
+            return false;
+        }
+        session.run_on_latest_write(&store::BASE_HORIZON, (consumer.as_str(),));
+        session.run_on_latest_write(&store::FOLLOW_CATEGORY, (category,));
+        let positions = if from_start {
+            &store::POSITIONS_FROM_START
+        } else {
+            &store::POSITIONS_AT_NEWEST
+        };
+        session.run_on_latest_write(positions, (consumer.as_str(), category));
+        true
+    })
+}
+
+/// Removes a consumer, its positions and horizons; `false` when there was none.
+pub fn unsubscribe(consumer: ConsumerName<'_>) -> bool {
+    statements::connect(|session| {
+        refuse_on_citus(session);
+        lock::lock_feed_exclusive(session);
+        if session
+            .run_on_latest_write(&store::DELETE_CONSUMER, (consumer.as_str(),))
+            .is_empty()
+        {
+            return false;
+        }
+        session.run_on_latest_write(&store::UNFOLLOW, ());
+        true
+    })
+}
+
+/// The next records `member` of `group_size` has not had, at most `max_records`, each map's in
+/// sequence order; moves the consumer's positions and the member's horizon in the caller's
+/// transaction.
+pub fn poll<'fcx>(
+    caller: CallerMemory<'fcx>,
+    consumer: ConsumerName<'_>,
+    max_records: i32,
+    (member, group_size): (i32, i32),
+) -> Vec<Delivered<'fcx>> {
+    let consumer = consumer.as_str();
+    statements::connect(|session| {
+        refuse_on_citus(session);
+        let Some(category) = store::consumer(session, consumer) else {
+            return Err(ChunkedError::ConsumerNotFound {
+                consumer: consumer.to_owned(),
+            });
+        };
+        let category = category.as_deref();
+        let horizon = match member_horizon(session, consumer, category, (member, group_size)) {
+            Some(horizon) => horizon,
+            // another poll of this member is under way: nothing for this one
+            None => return Ok(Vec::new()),
+        };
+        let budget = i64::from(max_records);
+        let (xmin, candidates) = store::candidates(
+            session,
+            consumer,
+            horizon,
+            category,
+            (member, group_size),
+            budget + 1,
+        );
+        let mut delivered = Vec::new();
+        let mut left = budget;
+        // the first move this poll did not finish: the horizon stays at or below it
+        let mut unfinished: Option<i64> = None;
+        let mut hold = |xid: Option<i64>| {
+            if let Some(xid) = xid {
+                unfinished = Some(unfinished.map_or(xid, |held: i64| held.min(xid)));
+            }
+        };
+        if i64::try_from(candidates.len()).unwrap_or(i64::MAX) > budget {
+            hold(candidates.last().and_then(|last| last.xid));
+        }
+        let mut seen: Vec<&str> = Vec::new();
+        for candidate in &candidates {
+            if seen.contains(&candidate.map.as_str()) {
+                continue;
+            }
+            seen.push(candidate.map.as_str());
+            if left == 0 {
+                hold(candidate.xid);
+                continue;
+            }
+            match deliver(session, caller, consumer, &candidate.map, left) {
+                Some((records, finished)) => {
+                    left -= i64::try_from(records.len()).unwrap_or(i64::MAX);
+                    if !finished {
+                        hold(candidate.xid);
+                    }
+                    delivered.extend(records);
+                }
+                // another poll holds the consumer's position in this map
+                None => hold(candidate.xid),
+            }
+        }
+        let next = unfinished.map_or(xmin, |held| held.min(xmin));
+        session.run(&store::MOVE_HORIZON, (consumer, group_size, member, next));
+        Ok(delivered)
+    })
+    .or_raise()
+}
+
+/// The member's horizon, locked for this poll (made on its first poll; for a consumer restored
+/// from a dump, after it starts over from its positions); `None` when another poll holds it.
+fn member_horizon(
+    session: &Session,
+    consumer: &str,
+    category: Option<&str>,
+    (member, group_size): (i32, i32),
+) -> Option<i64> {
+    let has_horizon = session
+        .run(&store::HAS_HORIZON, (consumer,))
+        .first()
+        .is_some_and(|(has,)| has);
+    if !has_horizon {
+        session.run(&store::RESTORED_HORIZON, (consumer, category));
+    }
+    session.run(&store::ADD_MEMBER, (consumer, group_size, member));
+    session
+        .run(&store::MEMBER_HORIZON, (consumer, group_size, member))
+        .first()
+        .map(|(horizon,)| horizon)
+}
+
+/// Delivers up to `budget` rows of `map` after the consumer's position, and moves the position;
+/// whether it read the map to its end. `None` when another poll holds the position.
+fn deliver<'fcx>(
+    session: &Session,
+    caller: CallerMemory<'fcx>,
+    consumer: &str,
+    map: &str,
+    budget: i64,
+) -> Option<(Vec<Delivered<'fcx>>, bool)> {
+    let mut position = store::lock_position(session, consumer, map)?;
+    // dropped since it was looked at: nothing more (the drop removed the position too)
+    let Some((next_seq, _, oldest_seq)) = store::extent_now(session, map) else {
+        return Some((Vec::new(), true));
+    };
+    let mut rows = Vec::new();
+    let mut budget = budget;
+    if position < oldest_seq - 1 {
+        // trimmed before the consumer had them: said, never skipped in silence
+        position = oldest_seq - 1;
+        rows.push(Delivered {
+            map: map.to_owned(),
+            seq: position,
+            payload: None,
+        });
+        budget -= 1;
+    }
+    if budget > 0 && position < next_seq - 1 {
+        let end = next_seq.min(position.saturating_add(budget).saturating_add(1));
+        let records: Records<'fcx> = session
+            .run(&store::RECORDS_NOW, (map, position, end, budget))
+            .iter()
+            .map(|(seq, payload)| (seq, payload.copy_to(caller)))
+            .collect();
+        for (seq, payload) in records {
+            position = seq;
+            rows.push(Delivered {
+                map: map.to_owned(),
+                seq,
+                payload: Some(payload),
+            });
+        }
+    }
+    let finished = position >= next_seq - 1;
+    session.run(&store::MOVE_POSITION, (consumer, map, position, finished));
+    Some((rows, finished))
+}
