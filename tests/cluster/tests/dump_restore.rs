@@ -124,6 +124,8 @@ fn the_storage_tables_are_registered_for_pg_dump() {
         tables,
         [
             "chunked_map.archived_chunk",
+            "chunked_map.consumer",
+            "chunked_map.consumer_position",
             "chunked_map.current_record",
             "chunked_map.map_state"
         ]

@@ -201,10 +201,20 @@ fn a_role_without_grants_can_neither_hold_nor_read_the_lock_of_a_maps_name() {
     owner
         .batch_execute("BEGIN; SELECT chunked_map.chunked_start('held')")
         .unwrap();
+    // (a start also holds the feed's lock, shared: one per database, no key at all)
+    let feed: i64 = nobody
+        .query_one(
+            "SELECT count(*) FROM pg_locks
+             WHERE locktype = 'advisory' AND objsubid = 17230 AND classid = 0 AND objid = 0",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(feed, 1, "the feed's lock, shared by the open start");
     let rows = nobody
         .query(
             "SELECT classid::bigint, objid::bigint, objsubid::integer FROM pg_locks
-             WHERE locktype = 'advisory' AND objsubid NOT IN (1, 2)",
+             WHERE locktype = 'advisory' AND objsubid NOT IN (1, 2, 17230)",
             &[],
         )
         .unwrap();
@@ -235,6 +245,6 @@ fn a_role_without_grants_can_neither_hold_nor_read_the_lock_of_a_maps_name() {
         )
         .unwrap()
         .get(0);
-    assert_eq!(still_held, 1);
+    assert_eq!(still_held, 2, "the name lock and the feed's lock, both still held");
     owner.batch_execute("COMMIT").unwrap();
 }

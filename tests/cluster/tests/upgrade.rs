@@ -289,7 +289,10 @@ fn a_database_of_0_3_0_upgrades_with_every_page_kept_and_matches_a_fresh_install
     drop(upgraded);
     let mut upgraded = cluster.connect("upgraded");
     upgraded
-        .batch_execute("ALTER EXTENSION chunked_map UPDATE")
+        .batch_execute(
+            "BEGIN; ALTER EXTENSION chunked_map UPDATE;
+             CREATE TEMP TABLE updated_at AS SELECT now() AS at; COMMIT",
+        )
         .unwrap();
     assert_eq!(
         pages_now(&mut upgraded, &pages),
@@ -299,6 +302,23 @@ fn a_database_of_0_3_0_upgrades_with_every_page_kept_and_matches_a_fresh_install
     let mut fresh = cluster.database("fresh");
     assert_eq!(catalog(&mut upgraded), catalog(&mut fresh));
     consistent(&mut upgraded);
+
+    // 0.4: chunks archived by 0.3 count as archived at the update (an age limit starts there);
+    // nothing was trimmed
+    let (chunks, at_update, oldest): (i64, i64, i64) = {
+        let row = upgraded
+            .query_one(
+                "SELECT count(*), count(*) FILTER (WHERE a.archived_at = u.at),
+                        (SELECT max(oldest_seq) FROM chunked_map.map_state)
+                 FROM chunked_map.archived_chunk AS a, updated_at AS u",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1), row.get(2))
+    };
+    assert!(chunks > 0);
+    assert_eq!(at_update, chunks, "every 0.3 chunk has the update's time");
+    assert_eq!(oldest, 1);
 
     // the map whose notifications were on has a channel of its own now, and its commits are
     // announced there
