@@ -180,12 +180,30 @@ pub fn poll<'fcx>(
 
 /// The member's horizon, locked for this poll (made on its first poll; for a consumer restored
 /// from a dump, after it starts over from its positions); `None` when another poll holds it.
+/// Only a member's very first poll can wait: for another first poll of the same member.
 fn member_horizon(
     session: &Session,
     consumer: &str,
     category: Option<&str>,
     (member, group_size): (i32, i32),
 ) -> Option<i64> {
+    let lock = || {
+        session
+            .run(&store::MEMBER_HORIZON, (consumer, group_size, member))
+            .first()
+            .map(|(horizon,)| horizon)
+    };
+    if let Some(horizon) = lock() {
+        return Some(horizon);
+    }
+    let exists = session
+        .run(&store::MEMBER_EXISTS, (consumer, group_size, member))
+        .first()
+        .is_some_and(|(exists,)| exists);
+    if exists {
+        // held by another poll
+        return None;
+    }
     let has_horizon = session
         .run(&store::HAS_HORIZON, (consumer,))
         .first()
@@ -194,10 +212,7 @@ fn member_horizon(
         session.run(&store::RESTORED_HORIZON, (consumer, category));
     }
     session.run(&store::ADD_MEMBER, (consumer, group_size, member));
-    session
-        .run(&store::MEMBER_HORIZON, (consumer, group_size, member))
-        .first()
-        .map(|(horizon,)| horizon)
+    lock()
 }
 
 /// Delivers up to `budget` rows of `map` after the consumer's position, and moves the position;

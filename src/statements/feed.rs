@@ -49,10 +49,14 @@ statements! {
 
     /// The consumer's own horizon (group size 0): the oldest transaction id any member starts
     /// from. Every append that sees the consumer's maps followed has an id at or above it: the
-    /// xmin of the snapshot the subscription made its changes with.
+    /// xmin of the snapshot the subscription made its changes with. And the horizon of the one
+    /// member of a group of 1 (the default), made now so that its first polls never wait for
+    /// each other (a member of another group is made by its first poll, which may wait for a
+    /// concurrent first poll of the same member).
     pub BASE_HORIZON: Statement<(Text,), ()> = write(
         "INSERT INTO chunked_map.consumer_horizon (consumer, group_size, member, horizon)
-         VALUES ($1, 0, 0, pg_snapshot_xmin(pg_current_snapshot()))"
+         SELECT $1, g, 0, pg_snapshot_xmin(pg_current_snapshot())
+         FROM unnest(ARRAY[0, 1]) AS g"
     );
 
     /// Marks the maps of category `$1` followed (waiting for the lock of any map another
@@ -135,6 +139,12 @@ statements! {
          FOR UPDATE SKIP LOCKED"
     );
 
+    /// Whether the member has a horizon (committed, or this transaction's).
+    pub MEMBER_EXISTS: Statement<(Text, Int4, Int4), (NotNull<Bool>,)> = write(
+        "SELECT EXISTS (SELECT 1 FROM chunked_map.consumer_horizon AS h
+                        WHERE h.consumer = $1 AND h.group_size = $2 AND h.member = $3)"
+    );
+
     /// Whether the consumer has any horizon (none after a restore: horizons are transaction ids,
     /// which mean nothing in another cluster, and are not dumped).
     pub HAS_HORIZON: Statement<(Text,), (NotNull<Bool>,)> = write(
@@ -155,7 +165,8 @@ statements! {
              ON CONFLICT (consumer, map) DO NOTHING
          )
          INSERT INTO chunked_map.consumer_horizon (consumer, group_size, member, horizon)
-         VALUES ($1, 0, 0, pg_snapshot_xmin(pg_current_snapshot()))"
+         SELECT $1, g, 0, pg_snapshot_xmin(pg_current_snapshot())
+         FROM unnest(ARRAY[0, 1]) AS g"
     ));
 
     /// What the member has to look at, in the order of the moves (positions catching up

@@ -67,6 +67,24 @@ const UNDER_EACH_ISOLATION_LEVEL: &[WriteFunction] = &[
         call: "SELECT chunked_map.chunked_set_notify('m', true);",
     },
     WriteFunction {
+        spec: "chunked_trim",
+        signature: "chunked_trim(map, before_seq)",
+        about: "# (0.4) Nothing is old enough to go here: what is tested is the lock, as for every write.",
+        call: "SELECT chunked_map.chunked_trim('m', 2);",
+    },
+    WriteFunction {
+        spec: "chunked_set_retention",
+        signature: "chunked_set_retention(map, max_records, max_age)",
+        about: "",
+        call: "SELECT chunked_map.chunked_set_retention('m', 10, '1 day');",
+    },
+    WriteFunction {
+        spec: "chunked_apply_retention",
+        signature: "chunked_apply_retention(map)",
+        about: "",
+        call: "SELECT chunked_map.chunked_apply_retention('m');",
+    },
+    WriteFunction {
         spec: "chunked_drop",
         signature: "chunked_drop(map)",
         about: "# A drop removes every record of the map, also one committed after the snapshot (READ

@@ -245,6 +245,9 @@ fn a_role_without_grants_can_neither_hold_nor_read_the_lock_of_a_maps_name() {
         )
         .unwrap()
         .get(0);
-    assert_eq!(still_held, 2, "the name lock and the feed's lock, both still held");
+    assert_eq!(
+        still_held, 2,
+        "the name lock and the feed's lock, both still held"
+    );
     owner.batch_execute("COMMIT").unwrap();
 }
