@@ -4,9 +4,11 @@
 //! bench/results/latest.md). Run by bench/run.sh, which installs the release build first.
 //!
 //! Usage: chunked_map_bench [--append-rounds N] [--append-seconds S] [--rounds N] [--seconds S] [--quick]
+//!        [--appends-only | --retention-and-feed]
 
 mod http;
 mod pgbench;
+mod shedding_and_feed;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -17,7 +19,7 @@ use chunked_map_cluster_tests::{repo_root, Client, Cluster};
 use pgbench::{Length, Outcome, Run};
 
 /// A ~230-byte subscriber record, the same expression in every variant.
-fn payload(n: &str) -> String {
+pub(crate) fn payload(n: &str) -> String {
     format!(
         "jsonb_build_object('email', 'user' || {n} || '@example.com', 'name', 'Subscriber number ' || {n}, \
          'plan', 'pro', 'source', 'newsletter-signup-form', 'referrer', 'https://example.com/landing/spring', \
@@ -25,19 +27,22 @@ fn payload(n: &str) -> String {
     )
 }
 
-struct Options {
+pub(crate) struct Options {
     /// Section A alternates many short runs: this machine's speed drifts over seconds, and a
     /// ratio taken between adjacent short runs cancels most of the drift.
-    append_rounds: usize,
-    append_seconds: u32,
+    pub(crate) append_rounds: usize,
+    pub(crate) append_seconds: u32,
     rounds: usize,
     seconds: u32,
-    big: i64,
+    pub(crate) big: i64,
     mid: i64,
     bytes_records: u64,
     load_records: u64,
     /// Section A only, printed and not written to the results file: for comparing changes.
     appends_only: bool,
+    /// Sections G and H only (retention and the feed), written to
+    /// bench/results/retention-and-feed.md.
+    retention_and_feed_only: bool,
 }
 
 impl Options {
@@ -61,6 +66,7 @@ impl Options {
             bytes_records: if quick { 20_000 } else { 100_000 },
             load_records: if quick { 20_000 } else { 200_000 },
             appends_only: args.iter().any(|a| a == "--appends-only"),
+            retention_and_feed_only: args.iter().any(|a| a == "--retention-and-feed"),
         }
     }
 }
@@ -127,13 +133,13 @@ impl Variant {
     }
 }
 
-struct Bench {
-    cluster: Cluster,
+pub(crate) struct Bench {
+    pub(crate) cluster: Cluster,
     client: Client,
     /// A connection to the baseline's database, when the baseline is installed.
     baseline: Option<Client>,
     work: PathBuf,
-    options: Options,
+    pub(crate) options: Options,
     fresh_maps: usize,
 }
 
@@ -154,7 +160,7 @@ impl Bench {
             .get(0)
     }
 
-    fn pgbench(&self, database: &str, run: &Run<'_>) -> Outcome {
+    pub(crate) fn pgbench(&self, database: &str, run: &Run<'_>) -> Outcome {
         pgbench::run(&self.cluster, database, &self.work, run)
     }
 
@@ -202,6 +208,22 @@ fn main() {
         fresh_maps: 0,
     };
 
+    if bench.options.retention_and_feed_only {
+        eprintln!("retention ({:?})", began.elapsed());
+        let retention = shedding_and_feed::section_g(&mut bench);
+        eprintln!("feed ({:?})", began.elapsed());
+        let feed = shedding_and_feed::section_h(&mut bench);
+        let report = format!(
+            "{}\n{retention}\n{feed}\nWhole run: {:.1} minutes.\n",
+            machine(),
+            began.elapsed().as_secs_f64() / 60.0
+        );
+        println!("{report}");
+        let out = repo_root().join("bench/results/retention-and-feed.md");
+        std::fs::write(&out, &report).expect("write report");
+        eprintln!("written to {}", out.display());
+        return;
+    }
     eprintln!("setting up and prefilling ({:?})", began.elapsed());
     setup(&mut bench);
     let appends = section_a(&mut bench);
@@ -219,6 +241,10 @@ fn main() {
     let loads = section_e(&mut bench);
     eprintln!("notifications ({:?})", began.elapsed());
     let notify = section_f(&mut bench);
+    eprintln!("retention ({:?})", began.elapsed());
+    let retention = shedding_and_feed::section_g(&mut bench);
+    eprintln!("feed ({:?})", began.elapsed());
+    let feed = shedding_and_feed::section_h(&mut bench);
     eprintln!("HTTP load ({:?})", began.elapsed());
     let http = http::section(
         &bench.cluster,
@@ -229,7 +255,7 @@ fn main() {
     .unwrap_or_default();
 
     let report = format!(
-        "{}\n{appends}\n{contention}\n{pages}\n{bytes}\n{loads}\n{notify}\n{http}\nWhole run: {:.1} minutes.\n",
+        "{}\n{appends}\n{contention}\n{pages}\n{bytes}\n{loads}\n{notify}\n{retention}\n{feed}\n{http}\nWhole run: {:.1} minutes.\n",
         machine(),
         began.elapsed().as_secs_f64() / 60.0
     );
@@ -334,7 +360,7 @@ pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     }
 }
 
-fn sync_option(on: bool) -> String {
+pub(crate) fn sync_option(on: bool) -> String {
     format!("-c synchronous_commit={}", if on { "on" } else { "off" })
 }
 
