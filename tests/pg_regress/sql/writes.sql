@@ -47,3 +47,8 @@ SELECT chunked_drop('m');
 SELECT chunked_start('m', 2);
 SELECT chunked_register('m', '{}');
 SELECT chunked_verify('m') -> 'consistent' AS consistent;
+
+-- one transaction starts 1,000 maps (each holds the lock of its name until the transaction ends:
+-- PostgreSQL's lock table, 64 per connection by default, is what bounds it; docs/sizes.md)
+SELECT count(*) FILTER (WHERE chunked_start('many-' || n, 2)) AS started FROM generate_series(1, 1000) AS n;
+SELECT count(*) AS dropped FROM generate_series(1, 1000) AS n WHERE chunked_drop('many-' || n);
