@@ -50,12 +50,15 @@ fn mib(bytes: f64) -> f64 {
     bytes / 1024.0 / 1024.0
 }
 
-/// A/B appends of one client in the same round: the rate of each script, alternated.
+/// A/B appends of one client in the same round: the rate of each script, alternated (each
+/// round starts with the next one, so that none always runs first).
 fn alternate(bench: &Bench, runs: &[(&str, String)], rounds: usize, seconds: u32) -> Vec<Vec<f64>> {
     let mut rates = vec![Vec::new(); runs.len()];
     for round in 0..rounds {
         eprintln!("  round {} of {rounds}", round + 1);
-        for (i, (database, script)) in runs.iter().enumerate() {
+        for k in 0..runs.len() {
+            let i = (k + round) % runs.len();
+            let (database, script) = &runs[i];
             let outcome = bench.pgbench(
                 database,
                 &Run {

@@ -783,3 +783,70 @@ fn distributing_needs_chunked_map_preloaded_after_citus_on_every_node() {
         .get(0);
     assert_eq!(distributed, 0);
 }
+
+#[test]
+#[ignore = "needs Citus: scripts/test-citus.sh"]
+fn trim_and_retention_work_on_distributed_maps_and_the_feed_says_it_is_not_there() {
+    let citus = CitusCluster::start("retention");
+    let mut coordinator = citus.coordinator();
+    distribute(&mut coordinator);
+    coordinator
+        .batch_execute(
+            "SELECT chunked_map.chunked_start(m, 5) FROM unnest(ARRAY['t1', 't2', 't3', 't4']) AS m;
+             SELECT count(*) FROM unnest(ARRAY['t1', 't2', 't3', 't4']) AS m,
+                 LATERAL chunked_map.chunked_register_many(m, ARRAY(SELECT jsonb_build_object('n', n) FROM generate_series(1, 23) AS n));",
+        )
+        .unwrap();
+    // a trim through the coordinator, delegated to the map's node
+    let removed: i64 = coordinator
+        .query_one("SELECT chunked_map.chunked_trim('t1', 12)", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(removed, 10);
+    assert_eq!(
+        all_seqs(&mut coordinator, "t1"),
+        (11..=23).rev().collect::<Vec<_>>()
+    );
+    assert_error(
+        coordinator.query_one("SELECT chunked_map.chunked_get('t1', 3)", &[]),
+        "42704",
+        "record 3 of map \"t1\" was trimmed: the oldest sequence kept is 11",
+    );
+    // a policy applied by rollovers, and chunked_apply_retention() over every node
+    coordinator
+        .batch_execute(
+            "SELECT chunked_map.chunked_set_retention('t2', 6);
+             SELECT chunked_map.chunked_register('t2', '{}') FROM generate_series(1, 10);
+             SELECT chunked_map.chunked_set_retention(m, 3) FROM unnest(ARRAY['t3', 't4']) AS m;",
+        )
+        .unwrap();
+    let oldest_t2: i64 = coordinator
+        .query_one(
+            "SELECT (chunked_map.chunked_info('t2') ->> 'oldest_seq')::bigint",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        oldest_t2 > 1,
+        "rollovers applied the policy: oldest {oldest_t2}"
+    );
+    let applied: i64 = coordinator
+        .query_one("SELECT chunked_map.chunked_apply_retention()", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        applied, 40,
+        "t3 and t4: 1..20 each (the newest 3 are in 21..23)"
+    );
+    for map in ["t1", "t2", "t3", "t4"] {
+        let report = query_json(&mut coordinator, "chunked_map.chunked_verify($1)", &[&map]);
+        assert_eq!(report["consistent"], true, "{map}: {report}");
+    }
+    // the feed is not offered where the storage is distributed
+    assert_error(
+        coordinator.query_one("SELECT chunked_map.chunked_subscribe('c')", &[]),
+        "0A000",
+        "is not available on a Citus cluster",
+    );
+}
