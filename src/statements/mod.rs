@@ -132,13 +132,34 @@ mod tests {
         // every relation a statement reads or writes follows one of these words
         const BEFORE_A_RELATION: [&str; 5] = ["FROM", "JOIN", "INTO", "UPDATE", "TABLE"];
         for (key, sql) in all_sql() {
+            let ctes: Vec<&str> = sql
+                .match_indices(" AS (")
+                .filter_map(|(at, _)| {
+                    sql[..at]
+                        .rsplit(|c: char| c.is_whitespace() || c == ',')
+                        .next()
+                })
+                .collect();
             let words: Vec<&str> = sql
                 .split(|c: char| c.is_whitespace() || c == '(' || c == ')' || c == ',')
                 .filter(|word| !word.is_empty())
                 .collect();
-            for pair in words.windows(2) {
+            for (at, pair) in words.windows(2).enumerate() {
                 let (keyword, relation) = (pair[0], pair[1]);
                 if !BEFORE_A_RELATION.contains(&keyword) {
+                    continue;
+                }
+                // FOR UPDATE, ON CONFLICT ... DO UPDATE: a lock or an action, not a relation
+                let before = at.checked_sub(1).map(|i| words[i]);
+                if keyword == "UPDATE" && matches!(before, Some("FOR" | "DO")) {
+                    continue;
+                }
+                // IS DISTINCT FROM: a comparison
+                if keyword == "FROM" && before == Some("DISTINCT") {
+                    continue;
+                }
+                // a common table expression of the statement itself
+                if ctes.contains(&relation) {
                     continue;
                 }
                 // a function in FROM (unnest, jsonb_array_elements, ...) or a subquery
