@@ -113,7 +113,7 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_unsubscribe_wrapper';
 
 CREATE FUNCTION chunked_map.chunked_poll(consumer text, max_records integer DEFAULT 100, member integer DEFAULT 0, group_size integer DEFAULT 1)
-RETURNS TABLE (map text, seq bigint, payload jsonb)
+RETURNS TABLE (map text, seq bigint, payload jsonb, trimmed boolean)
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_poll_wrapper';

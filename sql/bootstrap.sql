@@ -16,6 +16,9 @@ BEGIN
 END
 $$;
 
+-- (0.4) Numbers maps as they are started (map_state.incarnation).
+CREATE SEQUENCE chunked_map.map_incarnation;
+
 -- One row per map: the map's lock (every write takes it, FOR UPDATE SKIP LOCKED) and the
 -- truth about its current chunk. Every append advances next_seq and current_bytes in it, so
 -- under REPEATABLE READ and SERIALIZABLE a writer whose snapshot predates another writer's
@@ -52,6 +55,9 @@ CREATE TABLE chunked_map.map_state (
     -- (0.4) whether a consumer of the feed follows the map (its category): its appends then
     -- record in map_change, once per transaction, that it moved
     followed              boolean NOT NULL DEFAULT false,
+    -- (0.4) which map of that name this is: a map dropped and started again is another one, and
+    -- a consumer's position in the one before (see consumer_position) means nothing for it
+    incarnation           bigint  NOT NULL DEFAULT pg_catalog.nextval('chunked_map.map_incarnation'),
     CONSTRAINT map_state_pkey PRIMARY KEY (map)
 ) WITH (fillfactor = 70);
 
@@ -104,13 +110,16 @@ CREATE TABLE chunked_map.consumer (
     CONSTRAINT consumer_pkey PRIMARY KEY (consumer)
 );
 
--- Per consumer and map, the last sequence it acknowledged; pending: it has to read the map to
--- its end once whether or not the map moves (history it started from, or a restore).
+-- Per consumer and map, the last sequence it acknowledged in the map's incarnation (a position
+-- of an earlier map of the same name counts as none); pending: it has to read the map to its end
+-- once whether or not the map moves (history it started from, or a restore). Made for every map
+-- a consumer follows, by chunked_subscribe and chunked_start, so that polls never make one.
 CREATE TABLE chunked_map.consumer_position (
-    consumer text    COLLATE "C" NOT NULL,
-    map      text    COLLATE "C" NOT NULL,
-    seq      bigint  NOT NULL,
-    pending  boolean NOT NULL,
+    consumer    text    COLLATE "C" NOT NULL,
+    map         text    COLLATE "C" NOT NULL,
+    seq         bigint  NOT NULL,
+    pending     boolean NOT NULL,
+    incarnation bigint  NOT NULL,
     CONSTRAINT consumer_position_pkey PRIMARY KEY (consumer, map)
 );
 CREATE INDEX consumer_position_map ON chunked_map.consumer_position (map);
@@ -153,3 +162,4 @@ SELECT pg_catalog.pg_extension_config_dump('chunked_map.current_record', '');
 SELECT pg_catalog.pg_extension_config_dump('chunked_map.archived_chunk', '');
 SELECT pg_catalog.pg_extension_config_dump('chunked_map.consumer', '');
 SELECT pg_catalog.pg_extension_config_dump('chunked_map.consumer_position', '');
+SELECT pg_catalog.pg_extension_config_dump('chunked_map.map_incarnation', '');

@@ -9,12 +9,16 @@
 -- the new functions (and the feed's tables stay on the coordinator, see docs/citus.md).
 \echo Use "ALTER EXTENSION chunked_map UPDATE TO '0.4.0'" to load this file. \quit
 
--- Retention: the oldest sequence kept, and the policy.
+-- Retention: the oldest sequence kept, and the policy; the feed: whether a consumer follows the
+-- map, and which map of its name it is (every map gets its number now: map_state is rewritten
+-- once, it has one row per map).
+CREATE SEQUENCE chunked_map.map_incarnation;
 ALTER TABLE chunked_map.map_state
     ADD COLUMN oldest_seq bigint NOT NULL DEFAULT 1,
     ADD COLUMN retain_records bigint,
     ADD COLUMN retain_age interval,
-    ADD COLUMN followed boolean NOT NULL DEFAULT false;
+    ADD COLUMN followed boolean NOT NULL DEFAULT false,
+    ADD COLUMN incarnation bigint NOT NULL DEFAULT pg_catalog.nextval('chunked_map.map_incarnation');
 
 -- When each chunk was archived. now() is evaluated once: existing rows get it without the table
 -- being rewritten; chunks archived from now on get the clock at their archiving.
@@ -55,13 +59,16 @@ CREATE TABLE chunked_map.consumer (
     CONSTRAINT consumer_pkey PRIMARY KEY (consumer)
 );
 
--- Per consumer and map, the last sequence it acknowledged; pending: it has to read the map to
--- its end once whether or not the map moves (history it started from, or a restore).
+-- Per consumer and map, the last sequence it acknowledged in the map's incarnation (a position
+-- of an earlier map of the same name counts as none); pending: it has to read the map to its end
+-- once whether or not the map moves (history it started from, or a restore). Made for every map
+-- a consumer follows, by chunked_subscribe and chunked_start, so that polls never make one.
 CREATE TABLE chunked_map.consumer_position (
-    consumer text    COLLATE "C" NOT NULL,
-    map      text    COLLATE "C" NOT NULL,
-    seq      bigint  NOT NULL,
-    pending  boolean NOT NULL,
+    consumer    text    COLLATE "C" NOT NULL,
+    map         text    COLLATE "C" NOT NULL,
+    seq         bigint  NOT NULL,
+    pending     boolean NOT NULL,
+    incarnation bigint  NOT NULL,
     CONSTRAINT consumer_position_pkey PRIMARY KEY (consumer, map)
 );
 CREATE INDEX consumer_position_map ON chunked_map.consumer_position (map);
@@ -90,6 +97,7 @@ CREATE TABLE chunked_map.map_change (
 CREATE INDEX map_change_xid ON chunked_map.map_change (xid);
 SELECT pg_catalog.pg_extension_config_dump('chunked_map.consumer', '');
 SELECT pg_catalog.pg_extension_config_dump('chunked_map.consumer_position', '');
+SELECT pg_catalog.pg_extension_config_dump('chunked_map.map_incarnation', '');
 REVOKE ALL ON chunked_map.consumer, chunked_map.consumer_position, chunked_map.consumer_horizon,
     chunked_map.map_change FROM PUBLIC;
 
@@ -106,7 +114,7 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_unsubscribe_wrapper';
 
 CREATE FUNCTION chunked_map.chunked_poll(consumer text, max_records integer DEFAULT 100, member integer DEFAULT 0, group_size integer DEFAULT 1)
-RETURNS TABLE (map text, seq bigint, payload jsonb)
+RETURNS TABLE (map text, seq bigint, payload jsonb, trimmed boolean)
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_poll_wrapper';

@@ -221,7 +221,8 @@ sql_function!(
 );
 
 // (0.4) The next records the consumer (its member `member` of `group_size`) has not had, rows
-// `(map, seq, payload)`; acknowledged by the caller's commit.
+// `(map, seq, payload, trimmed)`; acknowledged by the caller's commit. A row with `trimmed`
+// true (and a NULL payload): records up to `seq` were trimmed before the consumer had them.
 sql_function!(
     pg_finfo_chunked_poll_wrapper,
     chunked_poll_wrapper,
@@ -232,10 +233,12 @@ sql_function!(
         let group = input::group(call.int4(2), call.int4(3)).or_raise();
         let delivered = feed::poll(call.memory(), consumer, max_records, group);
         call.returns_rows_with_nulls(delivered.into_iter().map(|row| {
+            let trimmed = row.payload.is_none();
             [
                 pgrx::IntoDatum::into_datum(row.map.as_str()),
                 Some(pgrx::pg_sys::Datum::from(row.seq)),
                 row.payload.map(|payload| payload.datum()),
+                Some(pgrx::pg_sys::Datum::from(trimmed)),
             ]
         }))
     }

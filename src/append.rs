@@ -69,7 +69,11 @@ pub fn start(map: MapName<'_>, chunk_size: i32) -> bool {
             return false;
         }
         let followed = feed::followed_from_its_start(session, map);
-        store::start(session, map.as_str(), chunk_size, followed)
+        let started = store::start(session, map.as_str(), chunk_size, followed);
+        if started && followed {
+            feed::positions_for_a_new_map(session, map);
+        }
+        started
     })
 }
 

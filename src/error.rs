@@ -140,6 +140,11 @@ pub enum ChunkedError {
     #[error("consumer \"{consumer}\" does not exist")]
     ConsumerNotFound { consumer: String },
 
+    /// (0.4) Subscribing or unsubscribing while a map is being started or another consumer
+    /// subscribed (the feed's lock).
+    #[error("consumer \"{consumer}\" cannot be subscribed or unsubscribed while another transaction starts a map or changes a subscription")]
+    FeedBusy { consumer: String },
+
     #[error("consumer name must be 1 to {max} bytes long, got {bytes} bytes")]
     InvalidConsumerName { bytes: usize, max: usize },
 
@@ -183,7 +188,7 @@ impl ChunkedError {
     pub fn sqlstate(&self) -> PgSqlErrorCode {
         use ChunkedError::*;
         match self {
-            Locked { .. } | ChangedAfterSnapshot { .. } => {
+            Locked { .. } | ChangedAfterSnapshot { .. } | FeedBusy { .. } => {
                 PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE
             }
             UnexpectedLastSeq { .. } => PgSqlErrorCode::ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION,
@@ -243,7 +248,9 @@ impl ChunkedError {
     pub fn hint(&self) -> Option<String> {
         use ChunkedError::*;
         match self {
-            Locked { .. } | ChangedAfterSnapshot { .. } => Some("Retry the transaction.".into()),
+            Locked { .. } | ChangedAfterSnapshot { .. } | FeedBusy { .. } => {
+                Some("Retry the transaction.".into())
+            }
             UnexpectedLastSeq { .. } => Some(
                 "Retrying the same call cannot succeed: read the map again (chunked_info) and decide, or skip the append if it already happened."
                     .into(),

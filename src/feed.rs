@@ -56,6 +56,11 @@ pub fn followed_from_its_start(session: &Session, map: MapName<'_>) -> bool {
     store::followed(session, map.as_str())
 }
 
+/// After the start of a followed map: every consumer that follows it gets its position now.
+pub fn positions_for_a_new_map(session: &Session, map: MapName<'_>) {
+    session.run_on_latest_write(&store::POSITIONS_FOR_A_NEW_MAP, (map.as_str(),));
+}
+
 fn refuse_on_citus(session: &Session) {
     if citus::tables_are_distributed(session) {
         ChunkedError::FeedOnCitus.raise();
@@ -67,7 +72,7 @@ pub fn subscribe(consumer: ConsumerName<'_>, category: Option<&str>, from_start:
     let category = input::category(category).or_raise();
     statements::connect(|session| {
         refuse_on_citus(session);
-        lock::lock_feed_exclusive(session);
+        lock::lock_feed_exclusive(session, consumer);
         if session
             .run_on_latest_write(
                 &store::CREATE_CONSUMER,
@@ -93,7 +98,7 @@ pub fn subscribe(consumer: ConsumerName<'_>, category: Option<&str>, from_start:
 pub fn unsubscribe(consumer: ConsumerName<'_>) -> bool {
     statements::connect(|session| {
         refuse_on_citus(session);
-        lock::lock_feed_exclusive(session);
+        lock::lock_feed_exclusive(session, consumer);
         if session
             .run_on_latest_write(&store::DELETE_CONSUMER, (consumer.as_str(),))
             .is_empty()
@@ -224,22 +229,30 @@ fn deliver<'fcx>(
     map: &str,
     budget: i64,
 ) -> Option<(Vec<Delivered<'fcx>>, bool)> {
-    let mut position = store::lock_position(session, consumer, map)?;
-    // dropped since it was looked at: nothing more (the drop removed the position too)
-    let Some((next_seq, _, oldest_seq)) = store::extent_now(session, map) else {
+    let (mut position, position_incarnation) = store::lock_position(session, consumer, map)?;
+    // dropped since it was looked at: nothing more (a map started again under the name is
+    // looked at through its own move)
+    let Some((next_seq, oldest_seq, incarnation)) = store::extent_now(session, map) else {
         return Some((Vec::new(), true));
     };
+    if position_incarnation != incarnation {
+        // a position in a map of the same name that was dropped: this one is read from its start
+        position = 0;
+    }
     let mut rows = Vec::new();
     let mut budget = budget;
-    if position < oldest_seq - 1 {
+    let gap = |rows: &mut Vec<Delivered<'fcx>>, through: i64, budget: &mut i64| {
         // trimmed before the consumer had them: said, never skipped in silence
-        position = oldest_seq - 1;
         rows.push(Delivered {
             map: map.to_owned(),
-            seq: position,
+            seq: through,
             payload: None,
         });
-        budget -= 1;
+        *budget -= 1;
+    };
+    if position < oldest_seq - 1 {
+        gap(&mut rows, oldest_seq - 1, &mut budget);
+        position = oldest_seq - 1;
     }
     if budget > 0 && position < next_seq - 1 {
         let end = next_seq.min(position.saturating_add(budget).saturating_add(1));
@@ -248,7 +261,17 @@ fn deliver<'fcx>(
             .iter()
             .map(|(seq, payload)| (seq, payload.copy_to(caller)))
             .collect();
-        for (seq, payload) in records {
+        // a trim that committed since the map's extent was read (this statement has a snapshot
+        // of its own under READ COMMITTED): the records start later than the position
+        if let Some((first, _)) = records.first() {
+            if *first > position + 1 {
+                gap(&mut rows, first - 1, &mut budget);
+            }
+        }
+        for (seq, payload) in records
+            .into_iter()
+            .take(usize::try_from(budget.max(0)).unwrap_or(0))
+        {
             position = seq;
             rows.push(Delivered {
                 map: map.to_owned(),
@@ -258,6 +281,9 @@ fn deliver<'fcx>(
         }
     }
     let finished = position >= next_seq - 1;
-    session.run(&store::MOVE_POSITION, (consumer, map, position, finished));
+    session.run(
+        &store::MOVE_POSITION,
+        (consumer, map, position, finished, incarnation),
+    );
     Some((rows, finished))
 }

@@ -27,7 +27,7 @@ use pgrx::prelude::*;
 use crate::citus::{self, lock_wait::Polled};
 use crate::error::{ChunkedError, Held};
 use crate::guc;
-use crate::input::MapName;
+use crate::input::{ConsumerName, MapName};
 use crate::name_lock::{self, FeedLock, Wait};
 use crate::pg::boundary::{OrRethrow, PgError};
 use crate::pg::spi::Session;
@@ -136,10 +136,36 @@ pub fn lock_feed_for_start(_session: &Session, map: MapName<'_>) {
     }
 }
 
-/// Takes the feed's lock for a subscription (see `feed`), waiting for the starts under way (as
-/// long as the server's `lock_timeout` lets it).
-pub fn lock_feed_exclusive(_session: &Session) {
-    name_lock::lock_feed(FeedLock::Subscription, Wait::UpToLockTimeout).or_rethrow();
+/// Takes the feed's lock for a subscription or its removal (see `feed`): while a map is being
+/// started (or another consumer subscribed), 40001 at once, or a wait up to
+/// `chunked_map.lock_timeout`.
+pub fn lock_feed_exclusive(_session: &Session, consumer: ConsumerName<'_>) {
+    if name_lock::lock_feed(FeedLock::Subscription, Wait::Never).or_rethrow() {
+        return;
+    }
+    let busy = || {
+        ChunkedError::FeedBusy {
+            consumer: consumer.as_str().to_owned(),
+        }
+        .raise()
+    };
+    let Some(ms) = guc::lock_timeout_ms() else {
+        busy()
+    };
+    let outcome = guc::with_server_setting(c"lock_timeout", &format!("{ms}ms"), || {
+        name_lock::lock_feed(FeedLock::Subscription, Wait::UpToLockTimeout)
+    });
+    match outcome {
+        Ok(_) => {}
+        Err(error)
+            if error.sqlstate() == PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE as i32
+                || error.sqlstate() == PgSqlErrorCode::ERRCODE_T_R_DEADLOCK_DETECTED as i32 =>
+        {
+            error.forget();
+            busy()
+        }
+        Err(error) => error.rethrow(),
+    }
 }
 
 /// Whether the transaction reads with one snapshot (REPEATABLE READ, SERIALIZABLE).

@@ -68,19 +68,31 @@ statements! {
 
     /// Positions of a consumer that starts at each map's newest record.
     pub POSITIONS_AT_NEWEST: Statement<(Text, Text), ()> = write(concat!(
-        "INSERT INTO chunked_map.consumer_position (consumer, map, seq, pending)
-         SELECT $1, s.map, s.next_seq - 1, false
+        "INSERT INTO chunked_map.consumer_position (consumer, map, seq, pending, incarnation)
+         SELECT $1, s.map, s.next_seq - 1, false, s.incarnation
          FROM chunked_map.map_state AS s
-         WHERE s.next_seq > 1 AND ", follows!("$2::text", "s.map")
+         WHERE ", follows!("$2::text", "s.map")
     ));
 
     /// Positions of a consumer that reads every map from its oldest kept record: each waits to
     /// be read to its end (`pending`), whether or not the map moves again.
     pub POSITIONS_FROM_START: Statement<(Text, Text), ()> = write(concat!(
-        "INSERT INTO chunked_map.consumer_position (consumer, map, seq, pending)
-         SELECT $1, s.map, s.oldest_seq - 1, true
+        "INSERT INTO chunked_map.consumer_position (consumer, map, seq, pending, incarnation)
+         SELECT $1, s.map, s.oldest_seq - 1, s.next_seq > s.oldest_seq, s.incarnation
          FROM chunked_map.map_state AS s
-         WHERE s.next_seq > s.oldest_seq AND ", follows!("$2::text", "s.map")
+         WHERE ", follows!("$2::text", "s.map")
+    ));
+
+    /// The positions of every consumer that follows a map just started (at its start: a poll
+    /// never has to make one, nor wait for another poll making it). A position left from an
+    /// earlier map of the name stays, and counts as none (another incarnation).
+    pub POSITIONS_FOR_A_NEW_MAP: Statement<(Text,), ()> = write(concat!(
+        "INSERT INTO chunked_map.consumer_position (consumer, map, seq, pending, incarnation)
+         SELECT c.consumer, s.map, 0, false, s.incarnation
+         FROM chunked_map.map_state AS s
+         JOIN chunked_map.consumer AS c ON ", follows!("c.category", "s.map"), "
+         WHERE s.map = $1
+         ON CONFLICT (consumer, map) DO NOTHING"
     ));
 
     /// Removes the consumer, its positions and horizons; no row when there was none.
@@ -152,21 +164,23 @@ statements! {
     );
 
     /// A restored consumer starts over from its positions: every map it follows is read to its
-    /// end once (`pending`), from its position or, without one, from its oldest kept record; and
-    /// it gets a horizon of this cluster.
+    /// end once (`pending`), from its position or, without one, from its start (a trimmed start
+    /// is reported as such); and it gets a horizon of this cluster (two members' first polls
+    /// after a restore may both get here: the second makes nothing).
     pub RESTORED_HORIZON: Statement<(Text, Text), ()> = write(concat!(
         "WITH kept AS (
              UPDATE chunked_map.consumer_position AS p SET pending = true WHERE p.consumer = $1
          ), added AS (
-             INSERT INTO chunked_map.consumer_position (consumer, map, seq, pending)
-             SELECT $1, s.map, s.oldest_seq - 1, true
+             INSERT INTO chunked_map.consumer_position (consumer, map, seq, pending, incarnation)
+             SELECT $1, s.map, 0, true, s.incarnation
              FROM chunked_map.map_state AS s
              WHERE ", follows!("$2::text", "s.map"), "
              ON CONFLICT (consumer, map) DO NOTHING
          )
          INSERT INTO chunked_map.consumer_horizon (consumer, group_size, member, horizon)
          SELECT $1, g, 0, pg_snapshot_xmin(pg_current_snapshot())
-         FROM unnest(ARRAY[0, 1]) AS g"
+         FROM unnest(ARRAY[0, 1]) AS g
+         ON CONFLICT (consumer, group_size, member) DO NOTHING"
     ));
 
     /// What the member has to look at, in the order of the moves (positions catching up
@@ -190,13 +204,16 @@ statements! {
                  FROM chunked_map.consumer_position AS p
                  WHERE p.consumer = $1 AND p.pending
              ) AS w
-             -- one probe of each primary key per map looked at (scalar subqueries: the plan
-             -- does not depend on statistics the feed's small tables may not have yet)
+             -- one probe of each primary key per map looked at (a lateral subquery and a scalar
+             -- one: the plan does not depend on statistics the feed's small tables may not have)
+             CROSS JOIN LATERAL (
+                 SELECT s.next_seq, s.incarnation FROM chunked_map.map_state AS s WHERE s.map = w.map
+             ) AS s
              WHERE ", follows!("$3::text", "w.map"), "
                AND ($5 = 1 OR ((hashtextextended(w.map, 0) % $5) + $5) % $5 = $4)
-               AND (SELECT s.next_seq - 1 FROM chunked_map.map_state AS s WHERE s.map = w.map)
-                   > coalesce((SELECT p.seq FROM chunked_map.consumer_position AS p
-                               WHERE p.consumer = $1 AND p.map = w.map), 0)
+               AND s.next_seq - 1 > coalesce((SELECT p.seq FROM chunked_map.consumer_position AS p
+                                              WHERE p.consumer = $1 AND p.map = w.map
+                                                AND p.incarnation = s.incarnation), 0)
              ORDER BY w.xid NULLS LAST, w.map
              LIMIT $6
          ) AS k ON true"
@@ -206,21 +223,28 @@ statements! {
     /// has none: a map started after the subscription, read from its start); no row when
     /// another poll holds it.
     pub ADD_POSITION: Statement<(Text, Text), ()> = write(
-        "INSERT INTO chunked_map.consumer_position (consumer, map, seq, pending)
-         VALUES ($1, $2, 0, false)
+        "INSERT INTO chunked_map.consumer_position (consumer, map, seq, pending, incarnation)
+         SELECT $1, s.map, 0, false, s.incarnation FROM chunked_map.map_state AS s WHERE s.map = $2
          ON CONFLICT (consumer, map) DO NOTHING"
     );
 
-    pub LOCK_POSITION: Statement<(Text, Text), (NotNull<Int8>,)> = write(
-        "SELECT p.seq FROM chunked_map.consumer_position AS p
+    /// The consumer's position in the map, and the incarnation it belongs to.
+    pub LOCK_POSITION: Statement<(Text, Text), (NotNull<Int8>, NotNull<Int8>)> = write(
+        "SELECT p.seq, p.incarnation FROM chunked_map.consumer_position AS p
          WHERE p.consumer = $1 AND p.map = $2
          FOR UPDATE SKIP LOCKED"
     );
 
-    /// Where the map's records are now, as a writer sees them: `(next_seq, current_first_seq,
-    /// oldest_seq)`.
+    /// Whether the consumer has a position in the map (committed, or this transaction's).
+    pub POSITION_EXISTS: Statement<(Text, Text), (NotNull<Bool>,)> = write(
+        "SELECT EXISTS (SELECT 1 FROM chunked_map.consumer_position AS p
+                        WHERE p.consumer = $1 AND p.map = $2)"
+    );
+
+    /// Where the map's records are now, as a writer sees them: `(next_seq, oldest_seq,
+    /// incarnation)`.
     pub EXTENT_NOW: Statement<(Text,), (NotNull<Int8>, NotNull<Int8>, NotNull<Int8>)> = write(
-        "SELECT s.next_seq, s.current_first_seq, s.oldest_seq
+        "SELECT s.next_seq, s.oldest_seq, s.incarnation
          FROM chunked_map.map_state AS s WHERE s.map = $1"
     );
 
@@ -229,10 +253,11 @@ statements! {
     pub RECORDS_NOW: Statement<(Text, Int8, Int8, Int8), (NotNull<Int8>, NotNull<JsonbValue>)> =
         write(super::reads::read_forward_sql!());
 
-    /// Moves the consumer's position in the map to `$3`; `$4`: it read the map to its end.
-    pub MOVE_POSITION: Statement<(Text, Text, Int8, Bool), ()> = write(
+    /// Moves the consumer's position in the map (incarnation `$5`) to `$3`; `$4`: it read the
+    /// map to its end. A position of an earlier incarnation becomes this one's.
+    pub MOVE_POSITION: Statement<(Text, Text, Int8, Bool, Int8), ()> = write(
         "UPDATE chunked_map.consumer_position AS p
-         SET seq = $3, pending = p.pending AND NOT $4
+         SET seq = $3, pending = p.pending AND p.incarnation = $5 AND NOT $4, incarnation = $5
          WHERE p.consumer = $1 AND p.map = $2"
     );
 
@@ -283,12 +308,23 @@ pub fn consumer(session: &Session, consumer: &str) -> Option<Option<String>> {
         .map(|(_, category)| category)
 }
 
-pub fn lock_position(session: &Session, consumer: &str, map: &str) -> Option<i64> {
-    session.run(&ADD_POSITION, (consumer, map));
-    session
-        .run(&LOCK_POSITION, (consumer, map))
+/// The consumer's position in the map, locked: `(seq, incarnation)`; `None` when another poll
+/// holds it. A position is made by the subscription or the map's start; one missing (a
+/// restored database, say) is made here, which only then can wait for another poll making it.
+pub fn lock_position(session: &Session, consumer: &str, map: &str) -> Option<(i64, i64)> {
+    let lock = || session.run(&LOCK_POSITION, (consumer, map)).first();
+    if let Some(position) = lock() {
+        return Some(position);
+    }
+    let exists = session
+        .run(&POSITION_EXISTS, (consumer, map))
         .first()
-        .map(|(seq,)| seq)
+        .is_some_and(|(exists,)| exists);
+    if exists {
+        return None;
+    }
+    session.run(&ADD_POSITION, (consumer, map));
+    lock()
 }
 
 pub fn extent_now(session: &Session, map: &str) -> Option<(i64, i64, i64)> {

@@ -19,10 +19,11 @@ pub struct Aged {
 statements! {
     /// The map's oldest archived chunks, oldest first, at most `$2`, each with whether it was
     /// archived longer ago than the map's `retain_age` (measured from the transaction's start,
-    /// so never later than the clock). Reads the chunks' rows, never their payloads.
+    /// so never later than the clock; compared as intervals, so that no age is out of range).
+    /// Reads the chunks' rows, never their payloads.
     pub OLDEST_CHUNKS: Statement<(Text, Int8), (NotNull<Int8>, NotNull<Bool>)> = write(
         "SELECT a.first_seq,
-                coalesce(a.archived_at <= pg_catalog.now() - s.retain_age, false)
+                coalesce(pg_catalog.now() - a.archived_at >= s.retain_age, false)
          FROM chunked_map.map_state AS s
          CROSS JOIN LATERAL (
              SELECT b.first_seq, b.archived_at

@@ -43,7 +43,7 @@ macro_rules! record_change_cte {
         concat!(
             "moved AS (
                  INSERT INTO chunked_map.map_change AS m (map, xid, at)
-                 SELECT $1, pg_current_xact_id(), now() FROM ",
+                 SELECT $1, pg_current_xact_id(), clock_timestamp() FROM ",
             $cte,
             " AS f WHERE f.followed
                  ON CONFLICT (map) DO UPDATE SET xid = excluded.xid, at = excluded.at
@@ -118,7 +118,7 @@ statements! {
     /// for the map itself.
     pub RECORD_CHANGE: Statement<(Text,), ()> = write(
         "INSERT INTO chunked_map.map_change AS m (map, xid, at)
-         VALUES ($1, pg_current_xact_id(), now())
+         VALUES ($1, pg_current_xact_id(), clock_timestamp())
          ON CONFLICT (map) DO UPDATE SET xid = excluded.xid, at = excluded.at"
     );
 
@@ -218,15 +218,20 @@ statements! {
 
     /// Removes every row of one map; the caller holds its lock. Runs as the tables' owner (the
     /// functions are SECURITY DEFINER), which is what the history-protecting triggers allow.
-    /// Consumers' positions in it and its row of `map_change` go too: a map started again
-    /// under the name begins at sequence 1, and every consumer reads it from there.
+    /// Consumers' positions in it (those no poll holds now) and its row of `map_change` go too:
+    /// a map started again under the name is another incarnation, begins at sequence 1, and
+    /// every consumer reads it from there.
     pub DROP_MAP: Statement<(Text,), ()> = write(
         "WITH archived AS (
              DELETE FROM chunked_map.archived_chunk AS a WHERE a.map = $1
          ), current AS (
              DELETE FROM chunked_map.current_record AS c WHERE c.map = $1
          ), positions AS (
-             DELETE FROM chunked_map.consumer_position AS p WHERE p.map = $1
+             -- never waiting for a poll that holds one: a position left behind belongs to this
+             -- map's incarnation, and counts as none for a map started again under the name
+             DELETE FROM chunked_map.consumer_position AS p
+             WHERE p.ctid = ANY (ARRAY(SELECT q.ctid FROM chunked_map.consumer_position AS q
+                                       WHERE q.map = $1 FOR UPDATE SKIP LOCKED))
          ), moved AS (
              DELETE FROM chunked_map.map_change AS m WHERE m.map = $1
          )

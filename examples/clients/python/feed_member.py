@@ -12,8 +12,12 @@ per map.
   (a stable hash of its name), so each map's records are processed in order by one process.
 - It polls on an interval, backing off while polls come back empty (up to half a second), and
   never needs a notification.
-- A row whose payload is NULL says records up to its sequence were trimmed (retention) before
-  this consumer had them: it records the gap and goes on.
+- A row with `trimmed` true (its payload NULL) says records up to its sequence were trimmed
+  (retention) before this consumer had them: it records the gap and goes on. (Tell it by
+  `trimmed`, not by the payload: a record's payload may be JSON `null`, which Python also reads as
+  None.)
+- It takes every row a poll returns, and no `LIMIT` or filter on it: what a poll returns is
+  acknowledged when its transaction commits, whether or not the client read it.
 
 Runs until killed.
 """
@@ -32,7 +36,8 @@ def setup(conn, consumer, category):
     conn.execute(
         """CREATE TABLE IF NOT EXISTS projection (
                consumer text NOT NULL, map text NOT NULL, seq bigint NOT NULL,
-               payload jsonb, member integer NOT NULL, processed_order bigserial,
+               payload jsonb, trimmed boolean NOT NULL, member integer NOT NULL,
+               processed_order bigserial,
                PRIMARY KEY (consumer, map, seq))"""
     )
     # idempotent: false when the consumer exists (every member calls it)
@@ -43,19 +48,20 @@ def poll_once(conn, consumer, member, group_size):
     """One poll and its work, in one transaction. Returns how many rows it processed."""
     with conn.transaction():
         rows = conn.execute(
-            "SELECT map, seq, payload FROM chunked_map.chunked_poll(%s, %s, %s, %s)",
+            "SELECT map, seq, payload, trimmed FROM chunked_map.chunked_poll(%s, %s, %s, %s)",
             (consumer, BATCH, member, group_size),
         ).fetchall()
-        for map_name, seq, payload in rows:
-            # the work: here, keep the record (a NULL payload: a gap, kept as such)
+        for map_name, seq, payload, trimmed in rows:
+            # the work: here, keep the record (trimmed: a gap, kept as such)
             conn.execute(
-                """INSERT INTO projection (consumer, map, seq, payload, member)
-                   VALUES (%s, %s, %s, %s, %s)""",
+                """INSERT INTO projection (consumer, map, seq, payload, trimmed, member)
+                   VALUES (%s, %s, %s, %s, %s, %s)""",
                 (
                     consumer,
                     map_name,
                     seq,
-                    None if payload is None else psycopg.types.json.Jsonb(payload),
+                    None if trimmed else psycopg.types.json.Jsonb(payload),
+                    trimmed,
                     member,
                 ),
             )

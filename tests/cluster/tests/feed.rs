@@ -45,7 +45,7 @@ fn poll_committed(client: &mut Client, consumer: &str, member: i32, group: i32) 
     let mut transaction = client.transaction().expect("begin");
     let rows = transaction
         .query(
-            "SELECT map, seq, payload::text FROM chunked_map.chunked_poll($1, 50, $2, $3)",
+            "SELECT map, seq, payload::text, trimmed FROM chunked_map.chunked_poll($1, 50, $2, $3)",
             &[&consumer, &member, &group],
         )
         .expect("poll");
@@ -419,7 +419,12 @@ fn a_restored_consumer_goes_on_from_its_positions_without_a_duplicate() {
             "SELECT chunked_map.chunked_register('order-' || (n % 3 + 1), jsonb_build_object('n', n))
              FROM generate_series(13, 18) AS n;
              SELECT chunked_map.chunked_start('order-4', 2);
-             SELECT chunked_map.chunked_register('order-4', '{\"n\": 19}');",
+             SELECT chunked_map.chunked_register('order-4', '{\"n\": 19}');
+             -- a map whose oldest records the consumer never had are trimmed before the dump
+             SELECT chunked_map.chunked_start('order-5', 2);
+             SELECT count(*) FROM chunked_map.chunked_register_many('order-5',
+                 ARRAY(SELECT jsonb_build_object('n', n) FROM generate_series(20, 24) AS n));
+             SELECT chunked_map.chunked_trim('order-5', 5);",
         )
         .unwrap();
     let dump = cluster.socket_dir().join("feed.dump").display().to_string();
@@ -435,14 +440,46 @@ fn a_restored_consumer_goes_on_from_its_positions_without_a_duplicate() {
         &pg_bin("pg_restore"),
         &["--exit-on-error", "--dbname=restored", &dump],
     );
-    let mut restored = cluster.connect("restored");
-    let mut after = Vec::new();
-    loop {
-        let got = poll_committed(&mut restored, "projection", 0, 1);
-        if got.is_empty() {
-            break;
-        }
-        after.extend(got);
+    // the first polls after the restore, of two members at once: neither fails
+    let barrier = Arc::new(std::sync::Barrier::new(2));
+    let members: Vec<_> = (0..2)
+        .map(|member| {
+            let (barrier, config) = (Arc::clone(&barrier), cluster.config("restored", "postgres"));
+            std::thread::spawn(move || {
+                let mut client = config.connect(postgres::NoTls).expect("connect");
+                barrier.wait();
+                let mut records = Vec::new();
+                let mut gaps = Vec::new();
+                loop {
+                    let mut transaction = client.transaction().expect("begin");
+                    let rows = transaction
+                        .query(
+                            "SELECT map, seq, payload::text, trimmed FROM chunked_map.chunked_poll('projection', 50, $1, 2)",
+                            &[&member],
+                        )
+                        .expect("a first poll after the restore");
+                    transaction.commit().expect("commit");
+                    if rows.is_empty() {
+                        return (records, gaps);
+                    }
+                    for row in rows {
+                        let map: String = row.get(0);
+                        if row.get::<_, bool>(3) {
+                            gaps.push((map, row.get::<_, i64>(1)));
+                        } else {
+                            records.push((map, row.get::<_, i64>(1), row.get::<_, String>(2)));
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut after: Vec<Record> = Vec::new();
+    let mut gaps = Vec::new();
+    for member in members {
+        let (records, member_gaps) = member.join().expect("member");
+        after.extend(records);
+        gaps.extend(member_gaps);
     }
     let ns: BTreeSet<i64> = after
         .iter()
@@ -454,14 +491,21 @@ fn a_restored_consumer_goes_on_from_its_positions_without_a_duplicate() {
         .collect();
     assert_eq!(
         ns,
-        (13..=19).collect(),
-        "what was not acknowledged before the dump"
+        (13..=19).chain(24..=24).collect(),
+        "what was not acknowledged before the dump, and what the trim kept"
     );
-    assert_eq!(after.len(), 7, "once each");
+    assert_eq!(after.len(), 8, "once each");
+    assert_eq!(
+        gaps,
+        [("order-5".to_string(), 4)],
+        "the records trimmed before the consumer had them are reported"
+    );
     // and it goes on following
+    let mut restored = cluster.connect("restored");
     restored
-        .batch_execute("SELECT chunked_map.chunked_register('order-1', '{\"n\": 20}')")
+        .batch_execute("SELECT chunked_map.chunked_register('order-1', '{\"n\": 30}')")
         .unwrap();
-    let next = poll_committed(&mut restored, "projection", 0, 1);
+    let mut next = poll_committed(&mut restored, "projection", 0, 2);
+    next.extend(poll_committed(&mut restored, "projection", 1, 2));
     assert_eq!(next.len(), 1);
 }

@@ -147,3 +147,11 @@ SELECT chunked_map.chunked_trim('b2', 5);
 RESET ROLE;
 DROP OWNED BY chunked_map_regress_trimmer;
 DROP ROLE chunked_map_regress_trimmer;
+
+-- an age limit longer than any timestamp can count (300,000 years) never overflows: appends and
+-- chunked_apply_retention go on, and nothing is old enough
+SELECT chunked_start('ancient', 2);
+SELECT chunked_set_retention('ancient', max_age => '300000 years');
+SELECT count(*) FROM chunked_register_many('ancient', ARRAY(SELECT jsonb_build_object('n', n) FROM generate_series(1, 9) AS n));
+SELECT chunked_apply_retention('ancient'), chunked_apply_retention();
+SELECT (chunked_info('ancient') ->> 'oldest_seq')::bigint AS oldest;
