@@ -27,6 +27,47 @@ fn consumer(python: &std::path::Path, url: &str) -> Child {
         .expect("start the consumer")
 }
 
+/// 4 writers appending `RECORDS` records in all to `maps` (writer `w`'s `i`-th to map
+/// `(w * stride + i) % maps`), each append its own transaction, retried on 40001; `appended`
+/// counts them.
+fn spawn_writers(
+    cluster: &Arc<Cluster>,
+    database: &'static str,
+    maps: Vec<String>,
+    stride: usize,
+    appended: &Arc<AtomicI64>,
+) -> Vec<std::thread::JoinHandle<()>> {
+    let maps = Arc::new(maps);
+    (0..WRITERS)
+        .map(|writer| {
+            let (cluster, appended, maps) =
+                (Arc::clone(cluster), Arc::clone(appended), Arc::clone(&maps));
+            std::thread::spawn(move || {
+                let mut client = cluster.connect(database);
+                let each = RECORDS / WRITERS as i64;
+                for i in 0..each {
+                    let map = &maps[(writer * stride + i as usize) % maps.len()];
+                    let payload = format!(r#"{{"writer": {writer}, "i": {i}}}"#);
+                    loop {
+                        match client.query_one(
+                            "SELECT chunked_map.chunked_register($1, $2::text::jsonb)",
+                            &[map, &payload],
+                        ) {
+                            Ok(_) => break,
+                            Err(e) if e.code().map(|c| c.code()) == Some("40001") => {
+                                std::thread::sleep(Duration::from_micros(200))
+                            }
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                    appended.fetch_add(1, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_micros(500));
+                }
+            })
+        })
+        .collect()
+}
+
 fn processed(client: &mut Client) -> i64 {
     client
         .query_one(
@@ -58,34 +99,9 @@ fn a_consumer_killed_and_restarted_processes_every_record_once_in_order() {
 
     // 4 writers, 500 records each, spread over the maps, each append its own transaction,
     // retried on 40001
+    let maps: Vec<String> = MAPS.iter().map(|map| map.to_string()).collect();
     let appended = Arc::new(AtomicI64::new(0));
-    let writers: Vec<_> = (0..WRITERS)
-        .map(|writer| {
-            let (cluster, appended) = (Arc::clone(&cluster), Arc::clone(&appended));
-            std::thread::spawn(move || {
-                let mut client = cluster.connect("consumer");
-                let each = RECORDS / WRITERS as i64;
-                for i in 0..each {
-                    let map = MAPS[(writer + i as usize) % MAPS.len()];
-                    let payload = format!(r#"{{"writer": {writer}, "i": {i}}}"#);
-                    loop {
-                        match client.query_one(
-                            "SELECT chunked_map.chunked_register($1, $2::text::jsonb)",
-                            &[&map, &payload],
-                        ) {
-                            Ok(_) => break,
-                            Err(e) if e.code().map(|c| c.code()) == Some("40001") => {
-                                std::thread::sleep(Duration::from_micros(200))
-                            }
-                            Err(e) => panic!("{e}"),
-                        }
-                    }
-                    appended.fetch_add(1, Ordering::SeqCst);
-                    std::thread::sleep(Duration::from_micros(500));
-                }
-            })
-        })
-        .collect();
+    let writers = spawn_writers(&cluster, "consumer", maps, 1, &appended);
 
     // kill the consumer once it has processed some and the writers are midway, then restart it
     let began = Instant::now();
@@ -212,38 +228,7 @@ fn a_consumer_group_with_a_member_killed_and_restarted_processes_every_record_on
     let mut one = feed_member(&python, &url, 1);
 
     let appended = Arc::new(AtomicI64::new(0));
-    let maps = Arc::new(maps);
-    let writers: Vec<_> = (0..WRITERS)
-        .map(|writer| {
-            let (cluster, appended, maps) = (
-                Arc::clone(&cluster),
-                Arc::clone(&appended),
-                Arc::clone(&maps),
-            );
-            std::thread::spawn(move || {
-                let mut client = cluster.connect("group");
-                let each = RECORDS / WRITERS as i64;
-                for i in 0..each {
-                    let map = &maps[(writer * 5 + i as usize) % maps.len()];
-                    let payload = format!(r#"{{"writer": {writer}, "i": {i}}}"#);
-                    loop {
-                        match client.query_one(
-                            "SELECT chunked_map.chunked_register($1, $2::text::jsonb)",
-                            &[map, &payload],
-                        ) {
-                            Ok(_) => break,
-                            Err(e) if e.code().map(|c| c.code()) == Some("40001") => {
-                                std::thread::sleep(Duration::from_micros(200))
-                            }
-                            Err(e) => panic!("{e}"),
-                        }
-                    }
-                    appended.fetch_add(1, Ordering::SeqCst);
-                    std::thread::sleep(Duration::from_micros(500));
-                }
-            })
-        })
-        .collect();
+    let writers = spawn_writers(&cluster, "group", maps, 5, &appended);
 
     // kill member 1 once the group has processed some and the writers are midway; restart it
     while projected(&mut observer) < 100 || appended.load(Ordering::SeqCst) < RECORDS / 2 {

@@ -136,21 +136,33 @@ fn consume(
     let mut killed = !kill_once;
     let mut empty_after_done = 0;
     loop {
-        if !killed && delivered.len() > 200 {
-            // a poll whose transaction never commits: its connection goes away
+        if !killed && delivered.len() > 50 {
+            // a poll whose transaction never commits, once it has records in hand (tried again,
+            // rolled back, while the writers have not produced any for this member yet): its
+            // connection goes away
             let mut doomed = cluster.connect("feed");
             let doomed_pid: i32 = doomed
                 .query_one("SELECT pg_backend_pid()", &[])
                 .expect("pid")
                 .get(0);
-            doomed.batch_execute("BEGIN").expect("begin");
-            let lost = doomed
-                .query(
-                    "SELECT map FROM chunked_map.chunked_poll($1, 50, $2, $3)",
-                    &[&consumer, &member, &group],
-                )
-                .expect("poll");
-            assert!(!lost.is_empty(), "the killed poll had records in hand");
+            loop {
+                doomed.batch_execute("BEGIN").expect("begin");
+                let lost = doomed
+                    .query(
+                        "SELECT map FROM chunked_map.chunked_poll($1, 50, $2, $3)",
+                        &[&consumer, &member, &group],
+                    )
+                    .expect("poll");
+                if !lost.is_empty() {
+                    break;
+                }
+                doomed.batch_execute("ROLLBACK").expect("rollback");
+                assert!(
+                    !done.load(Ordering::SeqCst),
+                    "the writers finished before this member had records in hand"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
             drop(doomed);
             // until the server has ended the dropped connection's transaction, the member's
             // horizon is that transaction's (its polls return nothing): wait for that event
@@ -184,6 +196,18 @@ fn consume(
             delivered.extend(records);
         }
     }
+}
+
+/// The `n` of every record's payload.
+fn payload_ns(records: &[Record]) -> BTreeSet<i64> {
+    records
+        .iter()
+        .map(|(_, _, payload)| {
+            serde_json::from_str::<serde_json::Value>(payload).expect("JSON")["n"]
+                .as_i64()
+                .expect("a payload with n")
+        })
+        .collect()
 }
 
 /// Per map, the sequences of `records`, in the order given.
@@ -388,14 +412,7 @@ fn a_crash_between_appends_and_polls_loses_no_record_of_the_feed() {
         }
         rest.extend(got);
     }
-    let ns: BTreeSet<i64> = rest
-        .iter()
-        .map(|(_, _, payload)| {
-            serde_json::from_str::<serde_json::Value>(payload).unwrap()["n"]
-                .as_i64()
-                .unwrap()
-        })
-        .collect();
+    let ns = payload_ns(&rest);
     assert_eq!(ns, (21..=40).collect(), "exactly the unacknowledged ones");
     assert_eq!(rest.len(), 20, "once each");
 }
@@ -481,14 +498,7 @@ fn a_restored_consumer_goes_on_from_its_positions_without_a_duplicate() {
         after.extend(records);
         gaps.extend(member_gaps);
     }
-    let ns: BTreeSet<i64> = after
-        .iter()
-        .map(|(_, _, payload)| {
-            serde_json::from_str::<serde_json::Value>(payload).unwrap()["n"]
-                .as_i64()
-                .unwrap()
-        })
-        .collect();
+    let ns = payload_ns(&after);
     assert_eq!(
         ns,
         (13..=19).chain(24..=24).collect(),
