@@ -98,8 +98,14 @@ pub fn append(map: MapName<'_>, payload: Jsonb<'_>) -> i64 {
             // Citus would not route the one-statement append to the map's shard
             _ if citus::tables_are_distributed(session) => None,
             // the first append of this transaction to the map
-            None => store::append(session, map.as_str(), payload, max_chunk_bytes)
-                .map(|seq| Appended::InOneStatement { seq }),
+            None => store::append(
+                session,
+                map.as_str(),
+                payload,
+                max_chunk_bytes,
+                feed::last_seen_followed(map.as_str()),
+            )
+            .map(|seq| Appended::InOneStatement { seq }),
             Some(Remembered::At(tid)) => {
                 store::append_at(session, map.as_str(), tid, payload, max_chunk_bytes)
                     .map(Appended::Written)
@@ -374,6 +380,7 @@ pub fn drop_map(map: MapName<'_>) -> bool {
 /// Records, for a map a consumer follows, that it moved in this transaction (once per
 /// transaction: see `feed`).
 fn record_move(session: &Session, map: MapName<'_>, followed: bool) {
+    feed::seen_followed(map.as_str(), followed);
     if followed && !xact::moved(map.as_str()) {
         store::record_change(session, map.as_str());
     }

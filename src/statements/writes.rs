@@ -67,15 +67,37 @@ statements! {
     /// The one-statement append: takes the map's lock without waiting (`SKIP LOCKED`: a row
     /// another transaction holds is simply not found), advances the state by one record if the
     /// current chunk has room, and inserts the record; returns its sequence. No row when the map
-    /// is absent, held by another transaction, its current chunk is full, or its appends are
-    /// announced (which the slow path handles, since it reports that): the caller then takes the
-    /// slow path, which also covers a race: under READ COMMITTED, a state row changed by a
+    /// is absent, held by another transaction, its current chunk is full, its appends are
+    /// announced, or a consumer of the feed follows it (which the slow path handles, since it
+    /// reports them): the caller then takes the slow path, which also covers a race: under READ COMMITTED, a state row changed by a
     /// transaction that committed after the statement's snapshot is locked in its newest
     /// version, which that snapshot cannot update (no row; the slow path's next statement sees
     /// it). The row is found once, through the index, and updated by its address. The record's
     /// INSERT is the main statement, so that nothing else is returned: the cheapest form
     /// PostgreSQL's SQL offers for "lock, advance, insert".
     pub APPEND: Statement<(Text, Int8, Int8, JsonbValue), (NotNull<Int8>,)> = write(concat!(
+        "WITH advanced AS (
+             UPDATE chunked_map.map_state AS s
+             SET next_seq = s.next_seq + 1, current_bytes = s.current_bytes + $2
+             WHERE s.ctid = (SELECT l.ctid FROM chunked_map.map_state AS l
+                             WHERE l.map = $1 FOR UPDATE SKIP LOCKED)
+               AND s.map = $1
+               AND NOT s.notify
+               AND NOT s.followed
+               AND ", has_room!(), "
+             RETURNING s.next_seq - 1 AS seq
+         )
+         INSERT INTO chunked_map.current_record (map, seq, payload)
+         SELECT $1, a.seq, $4 FROM advanced AS a
+         RETURNING seq"
+    ));
+
+    /// [`APPEND`] for a map a consumer of the feed follows (as this backend last saw it): the
+    /// same, and the map's move recorded (`RECORD_CHANGE`) when it is followed. A map followed
+    /// no longer is appended to all the same (the move is not recorded). Its extra common table
+    /// expression costs every append that runs it (17k instructions, bench/callgrind.sh): maps
+    /// nobody follows use [`APPEND`].
+    pub APPEND_RECORDING_ITS_MOVE: Statement<(Text, Int8, Int8, JsonbValue), (NotNull<Int8>,)> = write(concat!(
         "WITH advanced AS (
              UPDATE chunked_map.map_state AS s
              SET next_seq = s.next_seq + 1, current_bytes = s.current_bytes + $2
@@ -258,16 +280,23 @@ fn sizes(payload: Payload<'_>, max_chunk_bytes: usize) -> (i64, i64) {
     )
 }
 
-/// [`APPEND`]: the record's sequence, `None` for "take the slow path".
+/// [`APPEND`], or [`APPEND_RECORDING_ITS_MOVE`] for a map `followed` (as far as the caller
+/// knows): the record's sequence, `None` for "take the slow path".
 pub fn append(
     session: &Session,
     map: &str,
     payload: Payload<'_>,
     max_chunk_bytes: usize,
+    followed: bool,
 ) -> Option<i64> {
     let (bytes, limit) = sizes(payload, max_chunk_bytes);
+    let statement = if followed {
+        &APPEND_RECORDING_ITS_MOVE
+    } else {
+        &APPEND
+    };
     session
-        .run(&APPEND, (map, bytes, limit, payload.value()))
+        .run(statement, (map, bytes, limit, payload.value()))
         .first()
         .map(|(seq,)| seq)
 }

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Instructions per append, counted by valgrind's callgrind (stable on a noisy machine, unlike
+# wall-clock time): a single-user backend of a throw-away cluster runs N prepared appends
+# (chunked_register of a ~230-byte payload to one map, chunk size 100, so rollovers are
+# included at their real rate), and the report divides the inclusive cost of the extension's
+# function by N; a plain INSERT of the same payload into an indexed table, run the same way, is
+# the reference. Uses the installed build of $PG_MAJOR (scripts/install-extension.sh --release
+# first, as bench/run.sh does).
+# Usage: bench/callgrind.sh [N]   (default 3000)
+set -euo pipefail
+source "$(dirname "$0")/../scripts/lib.sh"
+cd "$REPO_ROOT"
+command -v valgrind >/dev/null || as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind
+calls=${1:-3000}
+work=$(mktemp -d /tmp/chunked_map-callgrind.XXXXXX)
+as_root chown postgres: "$work"
+trap '[ -n "${KEEP:-}" ] || as_root rm -rf "$work"' EXIT
+as_postgres() { if is_root; then su postgres -s /bin/bash -c "$*"; else bash -c "$*"; fi; }
+as_postgres "$PGBIN/initdb -D $work/data -U postgres -A trust -E UTF8 --locale=C.UTF-8 >/dev/null"
+
+payload="jsonb_build_object('email', 'user' || \$1 || '@example.com', 'name', 'Subscriber number ' || \$1, \
+'plan', 'pro', 'source', 'newsletter-signup-form', 'referrer', 'https://example.com/landing/spring', \
+'signed_up_at', '2026-11-30T01:23:45Z', 'tags', jsonb_build_array('early-adopter', 'eu', 'weekly'))"
+
+# what to run: setup, then $calls executions of one prepared statement
+script() {
+    local statement=$1
+    echo "CREATE EXTENSION IF NOT EXISTS chunked_map;"
+    echo "SELECT chunked_map.chunked_start('m', 100);"
+    echo "CREATE TABLE IF NOT EXISTS events (map text, id bigserial, payload jsonb);"
+    echo "CREATE INDEX IF NOT EXISTS events_map_id ON events (map, id);"
+    echo "PREPARE s(int) AS $statement;"
+    for _ in $(seq 1 20); do echo "EXECUTE s(1);"; done   # warm the caches
+    for i in $(seq 1 "$calls"); do echo "EXECUTE s($i);"; done
+}
+
+measure() {
+    local name=$1 statement=$2 function=$3
+    script "$statement" > "$work/$name.sql"
+    chmod a+r "$work/$name.sql"
+    as_postgres "cd $work && valgrind --tool=callgrind --callgrind-out-file=$work/$name.out \
+        $PGBIN/postgres --single -D $work/data -c shared_buffers=128MB -c synchronous_commit=off \
+        postgres < $work/$name.sql > $work/$name.log 2>&1"
+    callgrind_annotate --inclusive=yes "$work/$name.out" > "$work/$name.txt" 2>/dev/null
+    per_call() {
+        local total
+        total=$(grep -E "[:[:space:]]$1 " "$work/$name.txt" | head -n 1 | awk '{gsub(",", "", $1); print $1}')
+        echo $(( ${total:-0} / (calls + 20) ))
+    }
+    echo "$name: $(per_call ExecuteQuery) instructions per EXECUTE (ExecuteQuery, inclusive); $(per_call "$function") in $function"
+}
+
+measure chunked_register "SELECT chunked_map.chunked_register('m', $payload)" "chunked_register_wrapper"
+measure plain_insert "INSERT INTO events (map, payload) VALUES ('m', $payload) RETURNING id" "standard_ExecutorRun"
