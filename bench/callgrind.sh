@@ -3,8 +3,9 @@
 # wall-clock time): a single-user backend of a throw-away cluster runs N prepared appends
 # (chunked_register of a ~230-byte payload to one map, chunk size 100, so rollovers are
 # included at their real rate), and the report divides the inclusive cost of the extension's
-# function by N; a plain INSERT of the same payload into an indexed table, run the same way, is
-# the reference. Uses the installed build of $PG_MAJOR (scripts/install-extension.sh --release
+# function by N; the same with a retention policy (the newest 1,000 kept: a chunk removed at
+# every rollover once ten are archived) and with a consumer following the map; a plain INSERT of
+# the same payload into an indexed table, run the same way, is the reference. Uses the installed build of $PG_MAJOR (scripts/install-extension.sh --release
 # first, as bench/run.sh does).
 # Usage: bench/callgrind.sh [N]   (default 3000)
 set -euo pipefail
@@ -24,9 +25,11 @@ payload="jsonb_build_object('email', 'user' || \$1 || '@example.com', 'name', 'S
 
 # what to run: setup, then $calls executions of one prepared statement
 script() {
-    local statement=$1
+    local statement=$1 setup=${2:-}
     echo "CREATE EXTENSION IF NOT EXISTS chunked_map;"
+    echo "SELECT chunked_map.chunked_drop('m');"
     echo "SELECT chunked_map.chunked_start('m', 100);"
+    [ -z "$setup" ] || echo "$setup"
     echo "CREATE TABLE IF NOT EXISTS events (map text, id bigserial, payload jsonb);"
     echo "CREATE INDEX IF NOT EXISTS events_map_id ON events (map, id);"
     echo "PREPARE s(int) AS $statement;"
@@ -35,8 +38,8 @@ script() {
 }
 
 measure() {
-    local name=$1 statement=$2 function=$3
-    script "$statement" > "$work/$name.sql"
+    local name=$1 statement=$2 function=$3 setup=${4:-}
+    script "$statement" "$setup" > "$work/$name.sql"
     chmod a+r "$work/$name.sql"
     as_postgres "cd $work && valgrind --tool=callgrind --callgrind-out-file=$work/$name.out \
         $PGBIN/postgres --single -D $work/data -c shared_buffers=128MB -c synchronous_commit=off \
@@ -51,4 +54,8 @@ measure() {
 }
 
 measure chunked_register "SELECT chunked_map.chunked_register('m', $payload)" "chunked_register_wrapper"
+measure chunked_register_retained "SELECT chunked_map.chunked_register('m', $payload)" "chunked_register_wrapper" \
+    "SELECT chunked_map.chunked_set_retention('m', 1000);"
+measure chunked_register_followed "SELECT chunked_map.chunked_register('m', $payload)" "chunked_register_wrapper" \
+    "SELECT chunked_map.chunked_subscribe('c', NULL, false);"
 measure plain_insert "INSERT INTO events (map, payload) VALUES ('m', $payload) RETURNING id" "standard_ExecutorRun"
