@@ -8,6 +8,7 @@
 
 use crate::chunking::{self, Batch};
 use crate::citus;
+use crate::direct_append;
 use crate::error::{ChunkedError, OrRaise};
 use crate::feed;
 use crate::guc;
@@ -93,6 +94,20 @@ pub fn append(map: MapName<'_>, payload: Jsonb<'_>) -> i64 {
     let payload = input::payload(payload, guc::payload_limit()).or_raise();
     let max_chunk_bytes = guc::max_chunk_bytes();
     let remembered = xact::written(map.as_str());
+    let at = match remembered {
+        Some(Remembered::At(tid)) => Some(tid),
+        Some(Remembered::Somewhere) => None,
+        None => None,
+    };
+    // written directly unless the case is one it declines (see `direct_append`); where the
+    // transaction wrote the row somewhere it does not remember, only SQL finds it
+    if !matches!(remembered, Some(Remembered::Somewhere)) {
+        if let Some(direct) = direct_append::append(map.as_str(), payload, max_chunk_bytes, at) {
+            xact::remember_moved(map.as_str());
+            xact::remember_written(map.as_str(), direct.tid);
+            return direct.seq;
+        }
+    }
     let appended = statements::connect(|session| {
         let fast = match remembered {
             // Citus would not route the one-statement append to the map's shard

@@ -24,6 +24,11 @@ pub const MAX_CHUNK_BYTES_CEILING: i32 = 128 * 1024 * 1024;
 /// up with 40001. 0, the default, never waits.
 pub static LOCK_TIMEOUT_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
 
+/// Whether a one-record append writes through the table and index access methods
+/// (`direct_append`) rather than the SQL statements. On by default; off is for testing (the
+/// differential test runs one workload both ways) and for a fault in the direct path.
+pub static DIRECT_APPEND: GucSetting<bool> = GucSetting::<bool>::new(true);
+
 pub fn register() {
     GucRegistry::define_int_guc(
         c"chunked_map.max_payload_bytes",
@@ -56,6 +61,16 @@ pub fn register() {
         GucContext::Userset,
         GucFlags::UNIT_MS,
     );
+    GucRegistry::define_bool_guc(
+        c"chunked_map.direct_append",
+        c"Whether one-record appends write the tables directly instead of through SQL statements.",
+        c"On (the default), an append locks and advances the map's state row and inserts the record \
+          through PostgreSQL's table and index access methods; off, through SQL statements. Both \
+          behave the same: off is for testing.",
+        &DIRECT_APPEND,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
 }
 
 /// The largest payload accepted now, and the setting that decides it: a payload must fit in a
@@ -72,6 +87,10 @@ pub fn payload_limit() -> (usize, PayloadLimit) {
 
 pub fn max_chunk_bytes() -> usize {
     usize::try_from(MAX_CHUNK_BYTES.get()).unwrap_or(0)
+}
+
+pub fn direct_append() -> bool {
+    DIRECT_APPEND.get()
 }
 
 /// `None` means never wait.

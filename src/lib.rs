@@ -3,6 +3,8 @@
 //!
 //! - `api`: the SQL functions, thin: arguments in, one domain call, result out
 //! - `append`: where a map is written (start, append, batch, resize, notify, drop)
+//! - `direct_append`: the one-record append through the table and index access methods, no
+//!   statement (declines to the SQL path for every case it does not handle)
 //! - `lock`: taking a map's lock, and what a writer is told when it cannot
 //! - `name_lock`: the lock on a map's name that starts and drops take, in a lock space of its own
 //! - `chunking`: when a chunk is full, how a batch is cut into chunks (pure Rust)
@@ -27,6 +29,7 @@ mod api;
 mod append;
 mod chunking;
 mod citus;
+mod direct_append;
 mod error;
 mod feed;
 mod guc;

@@ -1,9 +1,10 @@
 //! The PostgreSQL C interface as the rest of the extension uses it: where errors cross
 //! ([`boundary`]), the calling convention of SQL functions ([`fmgr`]), typed statements over
-//! SPI ([`spi`]), and the few functions called without pgrx's guard ([`raw`]). Nothing here
+//! SPI ([`spi`]), rows written through the access methods ([`heap`]), and the few functions called without pgrx's guard ([`raw`]). Nothing here
 //! knows the extension's own errors or tables.
 
 pub mod boundary;
 pub mod fmgr;
+pub mod heap;
 pub mod raw;
 pub mod spi;

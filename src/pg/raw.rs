@@ -66,6 +66,111 @@ unsafe extern "C-unwind" {
     /// 25006 when the transaction is read-only (a standby's always are), naming the command.
     pub fn PreventCommandIfReadOnly(cmdname: *const c_char);
 
+    // The direct append (`super::heap`): tables and indexes written through their access
+    // methods, as PostgreSQL's logical replication apply worker and catalog updates do.
+    pub fn CommandCounterIncrement();
+    pub fn GetCurrentCommandId(used: bool) -> pg_sys::CommandId;
+    pub fn GetTransactionSnapshot() -> pg_sys::Snapshot;
+    pub fn RegisterSnapshot(snapshot: pg_sys::Snapshot) -> pg_sys::Snapshot;
+    pub fn UnregisterSnapshot(snapshot: pg_sys::Snapshot);
+    pub fn get_namespace_oid(nspname: *const c_char, missing_ok: bool) -> pg_sys::Oid;
+    pub fn get_relname_relid(relname: *const c_char, relnamespace: pg_sys::Oid) -> pg_sys::Oid;
+    pub fn table_open(relation: pg_sys::Oid, lockmode: pg_sys::LOCKMODE) -> pg_sys::Relation;
+    pub fn table_close(relation: pg_sys::Relation, lockmode: pg_sys::LOCKMODE);
+    pub fn index_open(relation: pg_sys::Oid, lockmode: pg_sys::LOCKMODE) -> pg_sys::Relation;
+    pub fn index_close(relation: pg_sys::Relation, lockmode: pg_sys::LOCKMODE);
+    pub fn RelationGetIndexList(relation: pg_sys::Relation) -> *mut pg_sys::List;
+    pub fn BuildIndexInfo(index: pg_sys::Relation) -> *mut pg_sys::IndexInfo;
+    pub fn CheckCmdReplicaIdentity(relation: pg_sys::Relation, cmd: pg_sys::CmdType::Type);
+    pub fn ScanKeyInit(
+        entry: pg_sys::ScanKey,
+        attribute: pg_sys::AttrNumber,
+        strategy: pg_sys::StrategyNumber,
+        procedure: pg_sys::RegProcedure,
+        argument: pg_sys::Datum,
+    );
+    pub fn systable_beginscan(
+        heap: pg_sys::Relation,
+        index: pg_sys::Oid,
+        index_ok: bool,
+        snapshot: pg_sys::Snapshot,
+        nkeys: c_int,
+        key: pg_sys::ScanKey,
+    ) -> pg_sys::SysScanDesc;
+    pub fn systable_getnext(scan: pg_sys::SysScanDesc) -> pg_sys::HeapTuple;
+    pub fn systable_endscan(scan: pg_sys::SysScanDesc);
+    pub fn table_slot_create(
+        relation: pg_sys::Relation,
+        reglist: *mut *mut pg_sys::List,
+    ) -> *mut pg_sys::TupleTableSlot;
+    pub fn MakeSingleTupleTableSlot(
+        desc: pg_sys::TupleDesc,
+        ops: *const pg_sys::TupleTableSlotOps,
+    ) -> *mut pg_sys::TupleTableSlot;
+    pub fn ExecDropSingleTupleTableSlot(slot: *mut pg_sys::TupleTableSlot);
+    pub fn ExecStoreHeapTuple(
+        tuple: pg_sys::HeapTuple,
+        slot: *mut pg_sys::TupleTableSlot,
+        should_free: bool,
+    ) -> *mut pg_sys::TupleTableSlot;
+    pub fn ExecFetchSlotHeapTuple(
+        slot: *mut pg_sys::TupleTableSlot,
+        materialize: bool,
+        should_free: *mut bool,
+    ) -> pg_sys::HeapTuple;
+    pub fn heap_deform_tuple(
+        tuple: pg_sys::HeapTuple,
+        desc: pg_sys::TupleDesc,
+        values: *mut pg_sys::Datum,
+        isnull: *mut bool,
+    );
+    pub fn heap_modify_tuple_by_cols(
+        tuple: pg_sys::HeapTuple,
+        desc: pg_sys::TupleDesc,
+        ncols: c_int,
+        columns: *const c_int,
+        values: *const pg_sys::Datum,
+        isnull: *const bool,
+    ) -> pg_sys::HeapTuple;
+    pub fn heap_form_tuple(
+        desc: pg_sys::TupleDesc,
+        values: *const pg_sys::Datum,
+        isnull: *const bool,
+    ) -> pg_sys::HeapTuple;
+    pub fn simple_heap_insert(relation: pg_sys::Relation, tuple: pg_sys::HeapTuple);
+    /// PostgreSQL 15: no report of which indexes need entries (the caller asks the tuple).
+    #[cfg(feature = "pg15")]
+    pub fn simple_heap_update(
+        relation: pg_sys::Relation,
+        otid: pg_sys::ItemPointer,
+        tuple: pg_sys::HeapTuple,
+    );
+    #[cfg(not(feature = "pg15"))]
+    pub fn simple_heap_update(
+        relation: pg_sys::Relation,
+        otid: pg_sys::ItemPointer,
+        tuple: pg_sys::HeapTuple,
+        update_indexes: *mut pg_sys::TU_UpdateIndexes::Type,
+    );
+    pub fn FormIndexDatum(
+        info: *mut pg_sys::IndexInfo,
+        slot: *mut pg_sys::TupleTableSlot,
+        estate: *mut pg_sys::EState,
+        values: *mut pg_sys::Datum,
+        isnull: *mut bool,
+    );
+    pub fn index_insert(
+        index: pg_sys::Relation,
+        values: *mut pg_sys::Datum,
+        isnull: *mut bool,
+        heap_tid: pg_sys::ItemPointer,
+        heap: pg_sys::Relation,
+        check_unique: pg_sys::IndexUniqueCheck::Type,
+        index_unchanged: bool,
+        info: *mut pg_sys::IndexInfo,
+    ) -> bool;
+    pub fn cstring_to_text_with_len(text: *const c_char, len: c_int) -> *mut pg_sys::text;
+
     /// Raises a copied error again, every field as it was (elog.c).
     pub fn ReThrowError(edata: *mut pg_sys::ErrorData) -> !;
     /// Raises an error made of the given fields, with the context of the code that is running.

@@ -258,34 +258,42 @@ fn a_batch_archives_its_full_chunks_without_passing_them_through_the_current_chu
 fn the_five_thousandth_append_of_a_transaction_finds_the_state_row_without_the_index() {
     let cluster = Cluster::start();
     let mut client = cluster.database("long_transaction");
-    client
-        .batch_execute("SELECT chunked_map.chunked_start('long', 10000)")
-        .unwrap();
-    let before = table_access(&mut client);
-    // 5,000 calls, each its own statement, in one transaction: every append rewrites the
-    // state row, and only the transaction's commit lets PostgreSQL prune the versions; found
-    // through the index, the Nth append would visit N of them
-    client.batch_execute("BEGIN").unwrap();
-    for expected in 1..=5_000_i64 {
-        let seq: i64 = client
-            .query_one("SELECT chunked_map.chunked_register('long', '{}')", &[])
+    // written directly (the default), the first append learns the row's new address; through
+    // SQL, the first append's statement does not report it, so the second probes the index too
+    for (direct, probes) in [(true, 1), (false, 2)] {
+        let map = format!("long_{direct}");
+        client
+            .execute("SELECT chunked_map.chunked_start($1, 10000)", &[&map])
+            .unwrap();
+        client
+            .batch_execute(&format!("SET chunked_map.direct_append = {direct}"))
+            .unwrap();
+        let before = table_access(&mut client);
+        // 5,000 calls, each its own statement, in one transaction: every append rewrites the
+        // state row, and only the transaction's commit lets PostgreSQL prune the versions;
+        // found through the index, the Nth append would visit N of them
+        client.batch_execute("BEGIN").unwrap();
+        for expected in 1..=5_000_i64 {
+            let seq: i64 = client
+                .query_one("SELECT chunked_map.chunked_register($1, '{}')", &[&map])
+                .unwrap()
+                .get(0);
+            assert_eq!(seq, expected);
+        }
+        client.batch_execute("COMMIT").unwrap();
+        let after = table_access(&mut client);
+        assert_eq!(
+            delta(&before, &after, "map_state"),
+            (0, probes, 0),
+            "direct_append = {direct}: {probes} index probe(s), the others go to the row version by address"
+        );
+        let consistent: bool = client
+            .query_one(
+                "SELECT (chunked_map.chunked_verify($1) ->> 'consistent')::boolean",
+                &[&map],
+            )
             .unwrap()
             .get(0);
-        assert_eq!(seq, expected);
+        assert!(consistent);
     }
-    client.batch_execute("COMMIT").unwrap();
-    let after = table_access(&mut client);
-    assert_eq!(
-        delta(&before, &after, "map_state"),
-        (0, 2, 0),
-        "two index probes: the first append's, and the second's (to learn the address the first left); the 4,998 others go to the row version by address"
-    );
-    let consistent: bool = client
-        .query_one(
-            "SELECT (chunked_map.chunked_verify('long') ->> 'consistent')::boolean",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    assert!(consistent);
 }

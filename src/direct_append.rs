@@ -1,0 +1,306 @@
+//! The one-record append written directly: the map's state row locked and advanced in place and
+//! the record inserted through PostgreSQL's table and index access methods (`pg::heap`), with
+//! no statement planned or run.
+//!
+//! It does what the SQL append does (`statements::writes::APPEND` for a transaction's first
+//! append to a map, `APPEND_AT` for the next ones), in the cases it handles, and declines the
+//! others, which then take the SQL path unchanged: the map is absent, held by another
+//! transaction, changed since the snapshot, its chunk is full, its appends are announced, a
+//! consumer follows it, its numbers would overflow, the tables are distributed (Citus), the
+//! transaction is read-only or in parallel mode, or the storage tables are not as the extension
+//! made them (`pg::heap::Table::open`). Where it declines after taking the row lock, the SQL
+//! statement would have taken it too. Setting `chunked_map.direct_append` off sends every
+//! append through SQL (the differential test compares both).
+//!
+//! What it sees is what the statement would: the command counter is advanced before (earlier
+//! writes of the transaction are visible) and after (its own are, to what follows), and the
+//! snapshot is the one SPI would give the statement (a new one under READ COMMITTED, the
+//! transaction's otherwise). It runs as the function's role (the tables' owner: the API
+//! functions are SECURITY DEFINER), which the tables' statement-level trigger lets through,
+//! so the trigger is not fired.
+//!
+//! Memory: everything it allocates lives in one context of its own, a child of
+//! TopMemoryContext, reset before and after every call: nothing outlives the call but the
+//! sequence and address it returns (plain numbers).
+
+use std::cell::Cell;
+use std::ffi::{c_char, c_int};
+
+use pgrx::pg_sys;
+
+use crate::citus;
+use crate::guc;
+use crate::jsonb::Payload;
+use crate::pg::boundary::catching;
+use crate::pg::heap::{self, Locked, Table};
+use crate::pg::raw;
+
+/// An append done directly: the record's sequence and the state row's new address.
+#[derive(Clone, Copy)]
+pub struct Appended {
+    pub seq: i64,
+    pub tid: pg_sys::ItemPointerData,
+}
+
+/// Appends one record directly; `None` declines (see the module's description): take the SQL
+/// path. `at`: the address of the state row version this transaction last wrote, if it
+/// remembers it.
+pub fn append(
+    map: &str,
+    payload: Payload<'_>,
+    max_chunk_bytes: usize,
+    at: Option<pg_sys::ItemPointerData>,
+) -> Option<Appended> {
+    if !can_write_directly() {
+        return None;
+    }
+    let request = Request {
+        map: map.as_ptr().cast(),
+        map_len: c_int::try_from(map.len()).ok()?,
+        payload: payload.value().datum(),
+        bytes: i64::try_from(payload.bytes()).ok()?,
+        limit: i64::try_from(max_chunk_bytes).unwrap_or(i64::MAX),
+        at,
+    };
+    let memory = own_memory();
+    // SAFETY: the call runs inside `catching` with only plain values in its frames; it switches
+    // to the module's own memory context and back (`catching` restores the caller's on an
+    // error), which is reset here once the call is over, when nothing points into it.
+    let appended = unsafe {
+        pg_sys::MemoryContextReset(memory);
+        let outcome = catching(move || {
+            let caller = pg_sys::CurrentMemoryContext;
+            pg_sys::CurrentMemoryContext = memory;
+            let appended = attempt(request);
+            pg_sys::CurrentMemoryContext = caller;
+            appended
+        });
+        pg_sys::MemoryContextReset(memory);
+        outcome
+    };
+    appended.unwrap_or_else(|error| error.rethrow())
+}
+
+/// What the direct path cannot do, by its nature: write distributed tables (Citus routes
+/// statements), or write at all where the statement would be refused (a read-only transaction,
+/// a standby, parallel mode: the SQL path raises PostgreSQL's error).
+fn can_write_directly() -> bool {
+    // SAFETY: backend globals and a state query that raises nothing.
+    let writable = unsafe { !pg_sys::XactReadOnly && !pg_sys::IsInParallelMode() };
+    writable && guc::direct_append() && !citus::is_loaded()
+}
+
+/// The append's arguments as plain values (the map's bytes and the payload's datum live in the
+/// caller's memory for the whole call).
+#[derive(Clone, Copy)]
+struct Request {
+    map: *const c_char,
+    map_len: c_int,
+    payload: pg_sys::Datum,
+    bytes: i64,
+    limit: i64,
+    at: Option<pg_sys::ItemPointerData>,
+}
+
+/// The column numbers the append reads and writes.
+#[derive(Clone, Copy)]
+struct Columns {
+    map: c_int,
+    current_first_seq: c_int,
+    current_chunk_size: c_int,
+    next_seq: c_int,
+    current_bytes: c_int,
+    notify: c_int,
+    followed: c_int,
+    record_map: c_int,
+    record_seq: c_int,
+    record_payload: c_int,
+}
+
+/// The most columns of `map_state` the append reads (dropped ones included): 15 at 0.4.0.
+const MAX_STATE_COLUMNS: usize = 64;
+
+/// # Safety
+/// Inside `catching`, in the module's memory context.
+unsafe fn attempt(request: Request) -> Option<Appended> {
+    // SAFETY: (for the whole function) the storage tables opened, written and closed in this
+    // transaction; the snapshot registered here is unregistered before returning (or by the
+    // resource owner when an error aborts the transaction), as is the slot's buffer pin.
+    unsafe {
+        let state = Table::open(c"chunked_map", c"map_state", c"map_state_is_kept")?;
+        let Some(record) = Table::open(
+            c"chunked_map",
+            c"current_record",
+            c"current_record_is_append_only",
+        ) else {
+            state.close();
+            return None;
+        };
+        let appended = columns(state, record).and_then(|columns| {
+            raw::CommandCounterIncrement();
+            let snapshot = raw::RegisterSnapshot(raw::GetTransactionSnapshot());
+            // as SPI's UpdateActiveSnapshotCommandId: the statement sees the commands before it
+            (*snapshot).curcid = raw::GetCurrentCommandId(false);
+            let slot = state.slot();
+            let appended = advance(state, record, columns, snapshot, slot, request);
+            heap::drop_slot(slot);
+            raw::UnregisterSnapshot(snapshot);
+            if appended.is_some() {
+                raw::CommandCounterIncrement();
+            }
+            appended
+        });
+        record.close();
+        state.close();
+        appended
+    }
+}
+
+/// The columns, when both tables have them with the types the extension gave them.
+fn columns(state: Table, record: Table) -> Option<Columns> {
+    use pg_sys::{BOOLOID, INT4OID, INT8OID, JSONBOID, TEXTOID};
+    if state.columns() > MAX_STATE_COLUMNS || record.columns() != 3 {
+        return None;
+    }
+    Some(Columns {
+        map: state.column(c"map", TEXTOID)?,
+        current_first_seq: state.column(c"current_first_seq", INT8OID)?,
+        current_chunk_size: state.column(c"current_chunk_size", INT4OID)?,
+        next_seq: state.column(c"next_seq", INT8OID)?,
+        current_bytes: state.column(c"current_bytes", INT8OID)?,
+        notify: state.column(c"notify", BOOLOID)?,
+        followed: state.column(c"followed", BOOLOID)?,
+        record_map: record.column(c"map", TEXTOID)?,
+        record_seq: record.column(c"seq", INT8OID)?,
+        record_payload: record.column(c"payload", JSONBOID)?,
+    })
+}
+
+/// Finds and locks the state row (by its remembered address, or by the map's key, never
+/// waiting), checks what the SQL append's WHERE clause checks, advances the row and inserts the
+/// record.
+///
+/// # Safety
+/// Inside `catching`; the tables open; `snapshot` registered; `slot` made by `state.slot()`.
+unsafe fn advance(
+    state: Table,
+    record: Table,
+    columns: Columns,
+    snapshot: pg_sys::Snapshot,
+    slot: *mut pg_sys::TupleTableSlot,
+    request: Request,
+) -> Option<Appended> {
+    // SAFETY: (for the whole function) the map's bytes are valid for the call (Request); the
+    // text made of them and the tuples live in the module's memory context; the row read is in
+    // the slot, whose buffer stays pinned until the slot is dropped.
+    unsafe {
+        let map = pg_sys::Datum::from(raw::cstring_to_text_with_len(request.map, request.map_len));
+        match request.at {
+            // a version this transaction wrote (so holds the lock on), if it is still the one
+            // the snapshot sees
+            Some(tid) => {
+                if !state.fetch(tid, snapshot, slot) {
+                    return None;
+                }
+            }
+            None => {
+                let tid = state.find(
+                    columns.map,
+                    pg_sys::Oid::from(pg_sys::F_TEXTEQ),
+                    map,
+                    snapshot,
+                )?;
+                if state.lock(tid, snapshot, slot) != Locked::It {
+                    return None;
+                }
+            }
+        }
+        let mut values = [pg_sys::Datum::from(0usize); MAX_STATE_COLUMNS];
+        let mut nulls = [true; MAX_STATE_COLUMNS];
+        state.read(slot, &mut values, &mut nulls);
+        let column = |n: c_int| {
+            let i = usize::try_from(n - 1).unwrap_or(0);
+            (!nulls[i]).then_some(values[i])
+        };
+        let int8 = |n| column(n).map(|datum| datum.value() as i64);
+        let next_seq = int8(columns.next_seq)?;
+        let first_seq = int8(columns.current_first_seq)?;
+        let bytes = int8(columns.current_bytes)?;
+        let chunk_size =
+            column(columns.current_chunk_size).map(|datum| i64::from(datum.value() as i32))?;
+        let notify = column(columns.notify)?.value() != 0;
+        let followed = column(columns.followed)?.value() != 0;
+        if request.at.is_some() && !same_text(column(columns.map)?, request) {
+            return None;
+        }
+        // the statement's WHERE clause: not announced, not followed, the chunk has room
+        // (`statements::writes::has_room`)
+        let new_bytes = bytes.checked_add(request.bytes)?;
+        let has_room = next_seq < first_seq.checked_add(chunk_size)?
+            && (new_bytes <= request.limit || next_seq == first_seq);
+        if notify || followed || !has_room {
+            return None;
+        }
+        let after = next_seq.checked_add(1)?;
+        let tid = state.update(
+            slot,
+            [columns.next_seq, columns.current_bytes],
+            [pg_sys::Datum::from(after), pg_sys::Datum::from(new_bytes)],
+        );
+        let mut row = [pg_sys::Datum::from(0usize); 3];
+        let at = |n: c_int| usize::try_from(n - 1).unwrap_or(0);
+        row[at(columns.record_map)] = map;
+        row[at(columns.record_seq)] = pg_sys::Datum::from(next_seq);
+        row[at(columns.record_payload)] = request.payload;
+        record.insert(&row, &[false; 3]);
+        Some(Appended { seq: next_seq, tid })
+    }
+}
+
+/// Whether the text datum `stored` is the request's map name (a short name stored inline, as
+/// every map name is; anything else is not the same here, and the SQL path decides).
+///
+/// # Safety
+/// `stored` is a text datum read from a pinned row.
+unsafe fn same_text(stored: pg_sys::Datum, request: Request) -> bool {
+    use pgrx::varlena::{varatt_is_1b_e, varatt_is_4b_c, vardata_any, varsize_any_exhdr};
+    // SAFETY: a varlena in the pinned row; its header says how it is stored, and only an inline,
+    // uncompressed one is read, within its length (pgrx's readers of the header, no PostgreSQL
+    // call); the request's bytes are valid for the call.
+    unsafe {
+        let stored = stored.cast_mut_ptr::<pg_sys::varlena>();
+        if varatt_is_1b_e(stored) || varatt_is_4b_c(stored) {
+            return false;
+        }
+        let len = varsize_any_exhdr(stored);
+        let expected = usize::try_from(request.map_len).unwrap_or(usize::MAX);
+        len == expected
+            && std::slice::from_raw_parts(vardata_any(stored).cast::<u8>(), len)
+                == std::slice::from_raw_parts(request.map.cast::<u8>(), expected)
+    }
+}
+
+thread_local! {
+    /// The module's memory context, made on first use.
+    static OWN_MEMORY: Cell<pg_sys::MemoryContext> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+fn own_memory() -> pg_sys::MemoryContext {
+    OWN_MEMORY.with(|memory| {
+        if memory.get().is_null() {
+            // SAFETY: a context under TopMemoryContext, which lasts as long as the backend;
+            // ALLOCSET_DEFAULT_SIZES.
+            let made = unsafe {
+                pg_sys::AllocSetContextCreateInternal(
+                    pg_sys::TopMemoryContext,
+                    c"chunked_map direct append".as_ptr(),
+                    0,
+                    8 * 1024,
+                    8 * 1024 * 1024,
+                )
+            };
+            memory.set(made);
+        }
+        memory.get()
+    })
+}

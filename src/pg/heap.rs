@@ -1,0 +1,464 @@
+//! Rows written through PostgreSQL's table and index access methods, without planning or running
+//! a statement: what PostgreSQL's own logical replication apply worker does (execReplication.c:
+//! a row found through an index and locked by the table access method, then updated and inserted
+//! by `heap_update` / `heap_insert`) and what its catalog updates do for index entries
+//! (indexing.c, `CatalogIndexInsert`: `FormIndexDatum` without an executor, no entry for a
+//! heap-only tuple).
+//!
+//! Only for a table where the executor would add nothing but its own cost ([`Table::open`]
+//! declines any other): a plain heap table, no row security, no trigger but one statement-level
+//! trigger its owner names, and one index, a valid, immediate, unique btree on plain columns.
+//! The access methods do what matters and the executor relies on: row locks and their
+//! outcomes, the serializable checks (`heap_insert` and `heap_update` call
+//! `CheckForSerializableConflictIn`, index scans take predicate locks), WAL for recovery and
+//! logical decoding, TOAST, unique checks (23505, as PostgreSQL words it).
+//!
+//! Every function here may raise a PostgreSQL ERROR and is called inside
+//! [`super::boundary::catching`]: each takes and returns plain pointers and numbers, so a frame
+//! left by `siglongjmp` has nothing to drop. What they palloc goes to the current memory
+//! context, which the caller chooses. Relations stay locked to the end of the transaction, as
+//! the executor leaves them.
+
+use std::ffi::{c_int, CStr};
+
+use pgrx::pg_sys;
+
+use super::raw;
+
+/// A table opened for writing (`RowExclusiveLock`, as INSERT and UPDATE take it), with its one
+/// unique index.
+#[derive(Clone, Copy)]
+pub struct Table {
+    pub relation: pg_sys::Relation,
+    key: pg_sys::Relation,
+    key_info: *mut pg_sys::IndexInfo,
+}
+
+/// What a row lock found.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Locked {
+    /// The version asked for is locked by this transaction now.
+    It,
+    /// Not locked: another transaction holds the row, it changed or went since the snapshot,
+    /// or this transaction already changed it in the same command.
+    Not,
+    /// Under READ COMMITTED, a newer version than the one asked for (committed after the
+    /// snapshot) is what got locked.
+    ANewerVersion,
+}
+
+impl Table {
+    /// Opens `schema.name` for writing; `None` when it is not there, or is not a table this
+    /// module writes (see the module's description). `trigger`: the one statement-level trigger
+    /// the table may carry (the direct path does not fire it: its owner vouches that it lets the
+    /// writer through).
+    ///
+    /// # Safety
+    /// In a transaction, inside `catching`.
+    pub unsafe fn open(schema: &CStr, name: &CStr, trigger: &CStr) -> Option<Table> {
+        // SAFETY: (for the whole function) catalog lookups and relation opens in a transaction;
+        // the relcache entries read stay valid while the relations are open, which they are to
+        // the end of the transaction (the lock is kept).
+        unsafe {
+            let namespace = raw::get_namespace_oid(schema.as_ptr(), true);
+            if namespace == pg_sys::InvalidOid {
+                return None;
+            }
+            let oid = raw::get_relname_relid(name.as_ptr(), namespace);
+            if oid == pg_sys::InvalidOid {
+                return None;
+            }
+            let relation = raw::table_open(oid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
+            let class = (*relation).rd_rel;
+            let plain = (*class).relkind as u8 == pg_sys::RELKIND_RELATION
+                && (*class).relam == pg_sys::HEAP_TABLE_AM_OID
+                && !(*class).relrowsecurity
+                && only_the_statement_trigger((*relation).trigdesc, trigger)
+                // systable scans would read the heap instead of the index
+                && !pg_sys::IgnoreSystemIndexes;
+            let key = if plain {
+                the_one_unique_index(relation)
+            } else {
+                None
+            };
+            let Some(key) = key else {
+                raw::table_close(relation, pg_sys::NoLock as pg_sys::LOCKMODE);
+                return None;
+            };
+            let key_info = raw::BuildIndexInfo(key);
+            if !(*key_info).ii_Expressions.is_null() || !(*key_info).ii_Predicate.is_null() {
+                raw::index_close(key, pg_sys::NoLock as pg_sys::LOCKMODE);
+                raw::table_close(relation, pg_sys::NoLock as pg_sys::LOCKMODE);
+                return None;
+            }
+            // as the executor checks a table an UPDATE writes (a publication of updates needs
+            // a replica identity): 55000 where it lacks one
+            raw::CheckCmdReplicaIdentity(relation, pg_sys::CmdType::CMD_UPDATE);
+            Some(Table {
+                relation,
+                key,
+                key_info,
+            })
+        }
+    }
+
+    /// Closes the relations, keeping their locks to the end of the transaction.
+    ///
+    /// # Safety
+    /// Opened by [`Table::open`], closed once, inside `catching`.
+    pub unsafe fn close(self) {
+        // SAFETY: relations this Table opened, closed once.
+        unsafe {
+            raw::index_close(self.key, pg_sys::NoLock as pg_sys::LOCKMODE);
+            raw::table_close(self.relation, pg_sys::NoLock as pg_sys::LOCKMODE);
+        }
+    }
+
+    /// The number of the column `name` of type `type_oid`, `None` when there is none.
+    pub fn column(self, name: &CStr, type_oid: pg_sys::Oid) -> Option<c_int> {
+        // SAFETY: the open relation's tuple descriptor, valid while it is open; attribute i < natts.
+        unsafe {
+            let desc = (*self.relation).rd_att;
+            (0..(*desc).natts).find_map(|i| {
+                let attribute = attribute(desc, i);
+                let found = !(*attribute).attisdropped
+                    && CStr::from_ptr((*attribute).attname.data.as_ptr()) == name;
+                found.then(|| {
+                    ((*attribute).atttypid == type_oid).then_some(c_int::from((*attribute).attnum))
+                })?
+            })
+        }
+    }
+
+    /// A slot for this table's rows as its access method stores them (pinning a buffer).
+    ///
+    /// # Safety
+    /// Inside `catching`; dropped with [`drop_slot`].
+    pub unsafe fn slot(self) -> *mut pg_sys::TupleTableSlot {
+        // SAFETY: the relation is open.
+        unsafe { raw::table_slot_create(self.relation, std::ptr::null_mut()) }
+    }
+
+    /// The address of the row whose key column `column` equals `key` (compared by `equal`, the
+    /// key's btree equality), as `snapshot` sees it: one probe of the unique index, which under
+    /// SERIALIZABLE takes the predicate locks any index scan takes.
+    ///
+    /// # Safety
+    /// Inside `catching`; `snapshot` registered; `key` a datum of the column's type.
+    pub unsafe fn find(
+        self,
+        column: c_int,
+        equal: pg_sys::RegProcedure,
+        key: pg_sys::Datum,
+        snapshot: pg_sys::Snapshot,
+    ) -> Option<pg_sys::ItemPointerData> {
+        // SAFETY: a scan of the open relation through its open index, ended before returning;
+        // the tuple it returns is read before the scan ends.
+        unsafe {
+            let mut scan_key = pg_sys::ScanKeyData::default();
+            raw::ScanKeyInit(
+                &mut scan_key,
+                pg_sys::AttrNumber::try_from(column).ok()?,
+                pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
+                equal,
+                key,
+            );
+            let scan = raw::systable_beginscan(
+                self.relation,
+                (*self.key).rd_id,
+                true,
+                snapshot,
+                1,
+                &mut scan_key,
+            );
+            let tuple = raw::systable_getnext(scan);
+            let found = (!tuple.is_null()).then(|| (*tuple).t_self);
+            raw::systable_endscan(scan);
+            found
+        }
+    }
+
+    /// Locks the row version at `tid` as `FOR UPDATE SKIP LOCKED` would, into `slot`: never
+    /// waiting. Under READ COMMITTED, as the executor does, the newest version is locked when
+    /// the one asked for was updated by a committed transaction.
+    ///
+    /// # Safety
+    /// Inside `catching`; `slot` made by [`Table::slot`]; `snapshot` registered.
+    pub unsafe fn lock(
+        self,
+        tid: pg_sys::ItemPointerData,
+        snapshot: pg_sys::Snapshot,
+        slot: *mut pg_sys::TupleTableSlot,
+    ) -> Locked {
+        // SAFETY: the heap access method's tuple_lock on the open relation, as table_tuple_lock
+        // calls it (a function pointer of the relation's access method, never NULL for heap).
+        unsafe {
+            let read_committed = pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as c_int;
+            let mut flags = pg_sys::TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS;
+            if read_committed {
+                flags |= pg_sys::TUPLE_LOCK_FLAG_FIND_LAST_VERSION;
+            }
+            let Some(tuple_lock) = (*(*self.relation).rd_tableam).tuple_lock else {
+                return Locked::Not;
+            };
+            let mut tid = tid;
+            let mut failure = pg_sys::TM_FailureData::default();
+            let result = tuple_lock(
+                self.relation,
+                &mut tid,
+                snapshot,
+                slot,
+                raw::GetCurrentCommandId(true),
+                pg_sys::LockTupleMode::LockTupleExclusive,
+                pg_sys::LockWaitPolicy::LockWaitSkip,
+                flags as u8,
+                &mut failure,
+            );
+            match result {
+                pg_sys::TM_Result::TM_Ok if failure.traversed => Locked::ANewerVersion,
+                pg_sys::TM_Result::TM_Ok => Locked::It,
+                _ => Locked::Not,
+            }
+        }
+    }
+
+    /// Reads the row version at `tid` into `slot` if `snapshot` sees it.
+    ///
+    /// # Safety
+    /// Inside `catching`; `slot` made by [`Table::slot`]; `snapshot` registered.
+    pub unsafe fn fetch(
+        self,
+        tid: pg_sys::ItemPointerData,
+        snapshot: pg_sys::Snapshot,
+        slot: *mut pg_sys::TupleTableSlot,
+    ) -> bool {
+        // SAFETY: the heap access method's tuple_fetch_row_version on the open relation, as
+        // table_tuple_fetch_row_version calls it.
+        unsafe {
+            let Some(fetch) = (*(*self.relation).rd_tableam).tuple_fetch_row_version else {
+                return false;
+            };
+            let mut tid = tid;
+            fetch(self.relation, &mut tid, snapshot, slot)
+        }
+    }
+
+    /// The columns of the row in `slot`, all of them (column n at n - 1).
+    ///
+    /// # Safety
+    /// Inside `catching`; `slot` holds a row of this table; `values` and `nulls` as long as
+    /// the table has columns.
+    pub unsafe fn read(
+        self,
+        slot: *mut pg_sys::TupleTableSlot,
+        values: &mut [pg_sys::Datum],
+        nulls: &mut [bool],
+    ) {
+        // SAFETY: the slot's tuple, deformed into arrays of natts entries (checked by the caller
+        // through `columns`); by-reference datums point into the slot's buffer, pinned while
+        // the slot holds it.
+        unsafe {
+            let desc = (*self.relation).rd_att;
+            debug_assert!(values.len() >= (*desc).natts as usize);
+            let mut should_free = false;
+            let tuple = raw::ExecFetchSlotHeapTuple(slot, false, &mut should_free);
+            raw::heap_deform_tuple(tuple, desc, values.as_mut_ptr(), nulls.as_mut_ptr());
+        }
+    }
+
+    /// The number of columns, dropped ones included (the length `read` needs).
+    pub fn columns(self) -> usize {
+        // SAFETY: the open relation's tuple descriptor.
+        unsafe { usize::try_from((*(*self.relation).rd_att).natts).unwrap_or(0) }
+    }
+
+    /// Replaces `columns` (numbers) of the row version in `slot`, which this transaction has
+    /// locked, by `values` (none NULL); returns the new version's address. Index entries are
+    /// made only when the new version is not heap-only (HOT), as the executor makes them.
+    ///
+    /// # Safety
+    /// Inside `catching`; `slot` holds the locked version; `values` of the columns' types.
+    pub unsafe fn update<const N: usize>(
+        self,
+        slot: *mut pg_sys::TupleTableSlot,
+        columns: [c_int; N],
+        values: [pg_sys::Datum; N],
+    ) -> pg_sys::ItemPointerData {
+        // SAFETY: the old version is this transaction's locked row (no one else can update it,
+        // so simple_heap_update meets no concurrent change); the new tuple is palloc'd in the
+        // current memory context and read before it is freed with it.
+        unsafe {
+            let desc = (*self.relation).rd_att;
+            let mut should_free = false;
+            let old = raw::ExecFetchSlotHeapTuple(slot, false, &mut should_free);
+            let nulls = [false; N];
+            let new = raw::heap_modify_tuple_by_cols(
+                old,
+                desc,
+                c_int::try_from(N).unwrap_or(0),
+                columns.as_ptr(),
+                values.as_ptr(),
+                nulls.as_ptr(),
+            );
+            let mut otid = (*old).t_self;
+            let needs_entries = update_in_place(self.relation, &mut otid, new);
+            if needs_entries {
+                self.index(new, true);
+            }
+            (*new).t_self
+        }
+    }
+
+    /// Inserts a row of `values` (NULL where `nulls` says), with its index entry; returns its
+    /// address. A duplicate key is PostgreSQL's 23505.
+    ///
+    /// # Safety
+    /// Inside `catching`; one value per column, of the column's type.
+    pub unsafe fn insert(
+        self,
+        values: &[pg_sys::Datum],
+        nulls: &[bool],
+    ) -> pg_sys::ItemPointerData {
+        // SAFETY: a tuple formed from the caller's datums in the current memory context,
+        // inserted into the open relation (heap_insert TOASTs what needs it).
+        unsafe {
+            let desc = (*self.relation).rd_att;
+            debug_assert_eq!(values.len(), (*desc).natts as usize);
+            let tuple = raw::heap_form_tuple(desc, values.as_ptr(), nulls.as_ptr());
+            raw::simple_heap_insert(self.relation, tuple);
+            self.index(tuple, false);
+            (*tuple).t_self
+        }
+    }
+
+    /// The index entry of `tuple`, stored at `tuple.t_self`, as ExecInsertIndexTuples makes it
+    /// for a unique immediate index: checked (`UNIQUE_CHECK_YES`).
+    unsafe fn index(self, tuple: pg_sys::HeapTuple, unchanged_key: bool) {
+        // SAFETY: a slot over the tuple for FormIndexDatum (plain columns: no executor state
+        // is needed, as in CatalogIndexInsert), dropped after use; the index is open.
+        unsafe {
+            let slot = raw::MakeSingleTupleTableSlot(
+                (*self.relation).rd_att,
+                &raw const pg_sys::TTSOpsHeapTuple,
+            );
+            raw::ExecStoreHeapTuple(tuple, slot, false);
+            let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
+            let mut nulls = [false; pg_sys::INDEX_MAX_KEYS as usize];
+            raw::FormIndexDatum(
+                self.key_info,
+                slot,
+                std::ptr::null_mut(),
+                values.as_mut_ptr(),
+                nulls.as_mut_ptr(),
+            );
+            raw::index_insert(
+                self.key,
+                values.as_mut_ptr(),
+                nulls.as_mut_ptr(),
+                &mut (*tuple).t_self,
+                self.relation,
+                pg_sys::IndexUniqueCheck::UNIQUE_CHECK_YES,
+                unchanged_key,
+                self.key_info,
+            );
+            raw::ExecDropSingleTupleTableSlot(slot);
+        }
+    }
+}
+
+/// Drops a slot made by [`Table::slot`] (unpinning its buffer).
+///
+/// # Safety
+/// Inside `catching`; the slot is not used again.
+pub unsafe fn drop_slot(slot: *mut pg_sys::TupleTableSlot) {
+    // SAFETY: a slot made by table_slot_create, dropped once.
+    unsafe { raw::ExecDropSingleTupleTableSlot(slot) }
+}
+
+/// `heap_update` of a row this transaction holds; whether the new version needs index entries.
+#[cfg(feature = "pg15")]
+unsafe fn update_in_place(
+    relation: pg_sys::Relation,
+    otid: &mut pg_sys::ItemPointerData,
+    new: pg_sys::HeapTuple,
+) -> bool {
+    // SAFETY: as `Table::update` says; PostgreSQL 15 reports a heap-only tuple in its header.
+    unsafe {
+        raw::simple_heap_update(relation, otid, new);
+        u32::from((*(*new).t_data).t_infomask2) & pg_sys::HEAP_ONLY_TUPLE == 0
+    }
+}
+
+/// `heap_update` of a row this transaction holds; whether the new version needs index entries.
+#[cfg(not(feature = "pg15"))]
+unsafe fn update_in_place(
+    relation: pg_sys::Relation,
+    otid: &mut pg_sys::ItemPointerData,
+    new: pg_sys::HeapTuple,
+) -> bool {
+    // SAFETY: as `Table::update` says. The table's one index is a btree, never summarizing, so
+    // TU_Summarizing does not occur; TU_All asks for its entry.
+    unsafe {
+        let mut update_indexes = pg_sys::TU_UpdateIndexes::TU_None;
+        raw::simple_heap_update(relation, otid, new, &mut update_indexes);
+        update_indexes != pg_sys::TU_UpdateIndexes::TU_None
+    }
+}
+
+/// Whether `triggers` is at most the one statement-level trigger named `name`.
+unsafe fn only_the_statement_trigger(triggers: *mut pg_sys::TriggerDesc, name: &CStr) -> bool {
+    if triggers.is_null() {
+        return true;
+    }
+    // SAFETY: the open relation's trigger descriptor, numtriggers entries.
+    unsafe {
+        if (*triggers).numtriggers != 1 {
+            return false;
+        }
+        let trigger = (*triggers).triggers;
+        i32::from((*trigger).tgtype) & pg_sys::TRIGGER_TYPE_ROW as i32 == 0
+            && CStr::from_ptr((*trigger).tgname) == name
+    }
+}
+
+/// The relation's one index, opened (`RowExclusiveLock`, as the executor opens the indexes of
+/// a table it writes), if it is a valid, immediate, unique btree.
+unsafe fn the_one_unique_index(relation: pg_sys::Relation) -> Option<pg_sys::Relation> {
+    // SAFETY: the open relation's index list (a palloc'd copy) and the index's relcache entry.
+    unsafe {
+        let list = raw::RelationGetIndexList(relation);
+        if list.is_null() || (*list).length != 1 {
+            return None;
+        }
+        let oid = (*(*list).elements).oid_value;
+        let index = raw::index_open(oid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
+        let form = (*index).rd_index;
+        let usable = (*(*index).rd_rel).relam == pg_sys::BTREE_AM_OID
+            && (*form).indisunique
+            && (*form).indisvalid
+            && (*form).indisready
+            && (*form).indislive
+            && (*form).indimmediate;
+        if usable {
+            Some(index)
+        } else {
+            raw::index_close(index, pg_sys::NoLock as pg_sys::LOCKMODE);
+            None
+        }
+    }
+}
+
+/// Attribute `i` (from 0) of a tuple descriptor.
+#[cfg(not(feature = "pg18"))]
+unsafe fn attribute(desc: pg_sys::TupleDesc, i: c_int) -> *const pg_sys::FormData_pg_attribute {
+    // SAFETY: i < natts; before PostgreSQL 18 the attributes follow the descriptor's header.
+    unsafe { (*desc).attrs.as_ptr().add(usize::try_from(i).unwrap_or(0)) }
+}
+
+/// Attribute `i` (from 0) of a tuple descriptor.
+#[cfg(feature = "pg18")]
+unsafe fn attribute(desc: pg_sys::TupleDesc, i: c_int) -> *const pg_sys::FormData_pg_attribute {
+    // SAFETY: i < natts; PostgreSQL 18 keeps them after the compact attributes, where its
+    // TupleDescAttr (pointer arithmetic, raising nothing) finds them.
+    unsafe { pg_sys::TupleDescAttr(desc, i) }
+}
