@@ -103,6 +103,11 @@ pub fn append(map: MapName<'_>, payload: Jsonb<'_>) -> i64 {
     // transaction wrote the row somewhere it does not remember, only SQL finds it
     if !matches!(remembered, Some(Remembered::Somewhere)) {
         if let Some(direct) = direct_append::append(map.as_str(), payload, max_chunk_bytes, at) {
+            if direct.followed && !xact::moved(map.as_str()) {
+                statements::connect(|session| record_move(session, map, true));
+            } else {
+                feed::seen_followed(map.as_str(), direct.followed);
+            }
             xact::remember_moved(map.as_str());
             xact::remember_written(map.as_str(), direct.tid);
             return direct.seq;

@@ -5,8 +5,8 @@
 //! It does what the SQL append does (`statements::writes::APPEND` for a transaction's first
 //! append to a map, `APPEND_AT` for the next ones), in the cases it handles, and declines the
 //! others, which then take the SQL path unchanged: the map is absent, held by another
-//! transaction, changed since the snapshot, its chunk is full, its appends are announced, a
-//! consumer follows it, its numbers would overflow, the tables are distributed (Citus), the
+//! transaction, changed since the snapshot, its chunk is full, its appends are announced, its
+//! numbers would overflow, the tables are distributed (Citus), the
 //! transaction is read-only or in parallel mode, or the storage tables are not as the extension
 //! made them (`pg::heap::Table::open`). Where it declines after taking the row lock, the SQL
 //! statement would have taken it too. Setting `chunked_map.direct_append` off sends every
@@ -35,11 +35,13 @@ use crate::pg::boundary::catching;
 use crate::pg::heap::{self, Locked, Table};
 use crate::pg::raw;
 
-/// An append done directly: the record's sequence and the state row's new address.
+/// An append done directly: the record's sequence, the state row's new address, and whether a
+/// consumer of the feed follows the map (the caller records its move, once per transaction).
 #[derive(Clone, Copy)]
 pub struct Appended {
     pub seq: i64,
     pub tid: pg_sys::ItemPointerData,
+    pub followed: bool,
 }
 
 /// Appends one record directly; `None` declines (see the module's description): take the SQL
@@ -162,8 +164,13 @@ fn columns(state: Table, record: Table) -> Option<Columns> {
     if state.columns() > MAX_STATE_COLUMNS || record.columns() != 3 {
         return None;
     }
+    let map = state.column(c"map", TEXTOID)?;
+    // the state row is found by its map, through the primary key
+    if state.key_column() != Some(map) {
+        return None;
+    }
     Some(Columns {
-        map: state.column(c"map", TEXTOID)?,
+        map,
         current_first_seq: state.column(c"current_first_seq", INT8OID)?,
         current_chunk_size: state.column(c"current_chunk_size", INT4OID)?,
         next_seq: state.column(c"next_seq", INT8OID)?,
@@ -204,12 +211,7 @@ unsafe fn advance(
                 }
             }
             None => {
-                let tid = state.find(
-                    columns.map,
-                    pg_sys::Oid::from(pg_sys::F_TEXTEQ),
-                    map,
-                    snapshot,
-                )?;
+                let tid = state.find(pg_sys::Oid::from(pg_sys::F_TEXTEQ), map, snapshot, slot)?;
                 if state.lock(tid, snapshot, slot) != Locked::It {
                     return None;
                 }
@@ -233,12 +235,12 @@ unsafe fn advance(
         if request.at.is_some() && !same_text(column(columns.map)?, request) {
             return None;
         }
-        // the statement's WHERE clause: not announced, not followed, the chunk has room
+        // the statement's WHERE clause: not announced, the chunk has room
         // (`statements::writes::has_room`)
         let new_bytes = bytes.checked_add(request.bytes)?;
         let has_room = next_seq < first_seq.checked_add(chunk_size)?
             && (new_bytes <= request.limit || next_seq == first_seq);
-        if notify || followed || !has_room {
+        if notify || !has_room {
             return None;
         }
         let after = next_seq.checked_add(1)?;
@@ -253,7 +255,11 @@ unsafe fn advance(
         row[at(columns.record_seq)] = pg_sys::Datum::from(next_seq);
         row[at(columns.record_payload)] = request.payload;
         record.insert(&row, &[false; 3]);
-        Some(Appended { seq: next_seq, tid })
+        Some(Appended {
+            seq: next_seq,
+            tid,
+            followed,
+        })
     }
 }
 

@@ -73,9 +73,7 @@ impl Table {
             let plain = (*class).relkind as u8 == pg_sys::RELKIND_RELATION
                 && (*class).relam == pg_sys::HEAP_TABLE_AM_OID
                 && !(*class).relrowsecurity
-                && only_the_statement_trigger((*relation).trigdesc, trigger)
-                // systable scans would read the heap instead of the index
-                && !pg_sys::IgnoreSystemIndexes;
+                && only_the_statement_trigger((*relation).trigdesc, trigger);
             let key = if plain {
                 the_one_unique_index(relation)
             } else {
@@ -139,42 +137,49 @@ impl Table {
         unsafe { raw::table_slot_create(self.relation, std::ptr::null_mut()) }
     }
 
-    /// The address of the row whose key column `column` equals `key` (compared by `equal`, the
-    /// key's btree equality), as `snapshot` sees it: one probe of the unique index, which under
-    /// SERIALIZABLE takes the predicate locks any index scan takes.
+    /// The address of the row whose key (the index's one column) equals `key` (compared by
+    /// `equal`, the key's btree equality), as `snapshot` sees it, read into `slot`: one probe
+    /// of the unique index, which under SERIALIZABLE takes the predicate locks any index scan
+    /// takes.
     ///
     /// # Safety
-    /// Inside `catching`; `snapshot` registered; `key` a datum of the column's type.
+    /// Inside `catching`; `snapshot` registered; `key` a datum of the key's type; `slot` made
+    /// by [`Table::slot`].
     pub unsafe fn find(
         self,
-        column: c_int,
         equal: pg_sys::RegProcedure,
         key: pg_sys::Datum,
         snapshot: pg_sys::Snapshot,
+        slot: *mut pg_sys::TupleTableSlot,
     ) -> Option<pg_sys::ItemPointerData> {
-        // SAFETY: a scan of the open relation through its open index, ended before returning;
-        // the tuple it returns is read before the scan ends.
+        // SAFETY: a scan of the open relation through its open index, ended before returning.
         unsafe {
+            if (*(*self.key).rd_index).indnkeyatts != 1 {
+                return None;
+            }
             let mut scan_key = pg_sys::ScanKeyData::default();
             raw::ScanKeyInit(
                 &mut scan_key,
-                pg_sys::AttrNumber::try_from(column).ok()?,
+                1,
                 pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
                 equal,
                 key,
             );
-            let scan = raw::systable_beginscan(
-                self.relation,
-                (*self.key).rd_id,
-                true,
-                snapshot,
-                1,
-                &mut scan_key,
-            );
-            let tuple = raw::systable_getnext(scan);
-            let found = (!tuple.is_null()).then(|| (*tuple).t_self);
-            raw::systable_endscan(scan);
-            found
+            let scan = begin_index_scan(self.relation, self.key, snapshot);
+            raw::index_rescan(scan, &mut scan_key, 1, std::ptr::null_mut(), 0);
+            let found =
+                raw::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot);
+            raw::index_endscan(scan);
+            found.then(|| (*slot).tts_tid)
+        }
+    }
+
+    /// The number of the index's one key column in the table, `None` when it has more.
+    pub fn key_column(self) -> Option<c_int> {
+        // SAFETY: the open index's pg_index row; indkey has indnatts entries.
+        unsafe {
+            let form = (*self.key).rd_index;
+            ((*form).indnkeyatts == 1).then(|| c_int::from(*(*form).indkey.values.as_ptr()))
         }
     }
 
@@ -364,6 +369,28 @@ impl Table {
             raw::ExecDropSingleTupleTableSlot(slot);
         }
     }
+}
+
+/// An index scan of one key, no ordering.
+#[cfg(not(feature = "pg18"))]
+unsafe fn begin_index_scan(
+    heap: pg_sys::Relation,
+    index: pg_sys::Relation,
+    snapshot: pg_sys::Snapshot,
+) -> pg_sys::IndexScanDesc {
+    // SAFETY: as `Table::find` says.
+    unsafe { raw::index_beginscan(heap, index, snapshot, 1, 0) }
+}
+
+/// An index scan of one key, no ordering, no instrumentation.
+#[cfg(feature = "pg18")]
+unsafe fn begin_index_scan(
+    heap: pg_sys::Relation,
+    index: pg_sys::Relation,
+    snapshot: pg_sys::Snapshot,
+) -> pg_sys::IndexScanDesc {
+    // SAFETY: as `Table::find` says.
+    unsafe { raw::index_beginscan(heap, index, snapshot, std::ptr::null_mut(), 1, 0) }
 }
 
 /// Drops a slot made by [`Table::slot`] (unpinning its buffer).

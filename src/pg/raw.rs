@@ -89,16 +89,37 @@ unsafe extern "C-unwind" {
         procedure: pg_sys::RegProcedure,
         argument: pg_sys::Datum,
     );
-    pub fn systable_beginscan(
+    #[cfg(not(feature = "pg18"))]
+    pub fn index_beginscan(
         heap: pg_sys::Relation,
-        index: pg_sys::Oid,
-        index_ok: bool,
+        index: pg_sys::Relation,
         snapshot: pg_sys::Snapshot,
         nkeys: c_int,
-        key: pg_sys::ScanKey,
-    ) -> pg_sys::SysScanDesc;
-    pub fn systable_getnext(scan: pg_sys::SysScanDesc) -> pg_sys::HeapTuple;
-    pub fn systable_endscan(scan: pg_sys::SysScanDesc);
+        norderbys: c_int,
+    ) -> pg_sys::IndexScanDesc;
+    /// PostgreSQL 18 adds the scan's instrumentation (NULL: none).
+    #[cfg(feature = "pg18")]
+    pub fn index_beginscan(
+        heap: pg_sys::Relation,
+        index: pg_sys::Relation,
+        snapshot: pg_sys::Snapshot,
+        instrument: *mut pg_sys::IndexScanInstrumentation,
+        nkeys: c_int,
+        norderbys: c_int,
+    ) -> pg_sys::IndexScanDesc;
+    pub fn index_rescan(
+        scan: pg_sys::IndexScanDesc,
+        keys: pg_sys::ScanKey,
+        nkeys: c_int,
+        orderbys: pg_sys::ScanKey,
+        norderbys: c_int,
+    );
+    pub fn index_getnext_slot(
+        scan: pg_sys::IndexScanDesc,
+        direction: pg_sys::ScanDirection::Type,
+        slot: *mut pg_sys::TupleTableSlot,
+    ) -> bool;
+    pub fn index_endscan(scan: pg_sys::IndexScanDesc);
     pub fn table_slot_create(
         relation: pg_sys::Relation,
         reglist: *mut *mut pg_sys::List,
