@@ -32,7 +32,7 @@ use crate::citus;
 use crate::guc;
 use crate::jsonb::Payload;
 use crate::pg::boundary::catching;
-use crate::pg::heap::{self, Locked, Table};
+use crate::pg::heap::{self, Locked, Table, TableName};
 use crate::pg::raw;
 
 /// An append done directly: the record's sequence, the state row's new address, and whether a
@@ -129,12 +129,8 @@ unsafe fn attempt(request: Request) -> Option<Appended> {
     // transaction; the snapshot registered here is unregistered before returning (or by the
     // resource owner when an error aborts the transaction), as is the slot's buffer pin.
     unsafe {
-        let state = Table::open(c"chunked_map", c"map_state", c"map_state_is_kept")?;
-        let Some(record) = Table::open(
-            c"chunked_map",
-            c"current_record",
-            c"current_record_is_append_only",
-        ) else {
+        let state = MAP_STATE.with(|named| Table::open(named))?;
+        let Some(record) = CURRENT_RECORD.with(|named| Table::open(named)) else {
             state.close();
             return None;
         };
@@ -287,6 +283,11 @@ unsafe fn same_text(stored: pg_sys::Datum, request: Request) -> bool {
 }
 
 thread_local! {
+    static MAP_STATE: TableName =
+        const { TableName::new(c"chunked_map", c"map_state", c"map_state_is_kept") };
+    static CURRENT_RECORD: TableName = const {
+        TableName::new(c"chunked_map", c"current_record", c"current_record_is_append_only")
+    };
     /// The module's memory context, made on first use.
     static OWN_MEMORY: Cell<pg_sys::MemoryContext> = const { Cell::new(std::ptr::null_mut()) };
 }

@@ -19,6 +19,7 @@
 //! context, which the caller chooses. Relations stay locked to the end of the transaction, as
 //! the executor leaves them.
 
+use std::cell::Cell;
 use std::ffi::{c_int, CStr};
 
 use pgrx::pg_sys;
@@ -32,6 +33,69 @@ pub struct Table {
     pub relation: pg_sys::Relation,
     key: pg_sys::Relation,
     key_info: *mut pg_sys::IndexInfo,
+}
+
+/// A table known by its schema and name. The backend remembers its OID once found, and checks
+/// at every open that the relation with that OID is still this one (its name and schema): a
+/// table dropped and made again (the extension re-created) is looked up again.
+pub struct TableName {
+    schema: &'static CStr,
+    name: &'static CStr,
+    /// The one statement-level trigger the table may carry (the direct path does not fire it:
+    /// its owner vouches that it lets the writer through).
+    trigger: &'static CStr,
+    /// (schema, table) as last found; InvalidOid before.
+    found: Cell<(pg_sys::Oid, pg_sys::Oid)>,
+}
+
+impl TableName {
+    pub const fn new(
+        schema: &'static CStr,
+        name: &'static CStr,
+        trigger: &'static CStr,
+    ) -> TableName {
+        TableName {
+            schema,
+            name,
+            trigger,
+            found: Cell::new((pg_sys::InvalidOid, pg_sys::InvalidOid)),
+        }
+    }
+
+    /// The relation, opened with `RowExclusiveLock`; `None` when there is none of that name.
+    ///
+    /// # Safety
+    /// In a transaction, inside `catching`.
+    unsafe fn open(&self) -> Option<pg_sys::Relation> {
+        let lock = pg_sys::RowExclusiveLock as pg_sys::LOCKMODE;
+        // SAFETY: catalog lookups and relation opens in a transaction; the relation's pg_class
+        // row is read while it is open.
+        unsafe {
+            let (namespace, oid) = self.found.get();
+            if oid != pg_sys::InvalidOid {
+                let relation = raw::try_table_open(oid, lock);
+                if !relation.is_null() {
+                    let class = (*relation).rd_rel;
+                    if (*class).relnamespace == namespace
+                        && CStr::from_ptr((*class).relname.data.as_ptr()) == self.name
+                    {
+                        return Some(relation);
+                    }
+                    raw::table_close(relation, pg_sys::NoLock as pg_sys::LOCKMODE);
+                }
+            }
+            let namespace = raw::get_namespace_oid(self.schema.as_ptr(), true);
+            if namespace == pg_sys::InvalidOid {
+                return None;
+            }
+            let oid = raw::get_relname_relid(self.name.as_ptr(), namespace);
+            if oid == pg_sys::InvalidOid {
+                return None;
+            }
+            self.found.set((namespace, oid));
+            Some(raw::table_open(oid, lock))
+        }
+    }
 }
 
 /// What a row lock found.
@@ -48,32 +112,22 @@ pub enum Locked {
 }
 
 impl Table {
-    /// Opens `schema.name` for writing; `None` when it is not there, or is not a table this
-    /// module writes (see the module's description). `trigger`: the one statement-level trigger
-    /// the table may carry (the direct path does not fire it: its owner vouches that it lets the
-    /// writer through).
+    /// Opens the table `named` for writing; `None` when it is not there, or is not a table this
+    /// module writes (see the module's description).
     ///
     /// # Safety
     /// In a transaction, inside `catching`.
-    pub unsafe fn open(schema: &CStr, name: &CStr, trigger: &CStr) -> Option<Table> {
+    pub unsafe fn open(named: &TableName) -> Option<Table> {
         // SAFETY: (for the whole function) catalog lookups and relation opens in a transaction;
         // the relcache entries read stay valid while the relations are open, which they are to
         // the end of the transaction (the lock is kept).
         unsafe {
-            let namespace = raw::get_namespace_oid(schema.as_ptr(), true);
-            if namespace == pg_sys::InvalidOid {
-                return None;
-            }
-            let oid = raw::get_relname_relid(name.as_ptr(), namespace);
-            if oid == pg_sys::InvalidOid {
-                return None;
-            }
-            let relation = raw::table_open(oid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
+            let relation = named.open()?;
             let class = (*relation).rd_rel;
             let plain = (*class).relkind as u8 == pg_sys::RELKIND_RELATION
                 && (*class).relam == pg_sys::HEAP_TABLE_AM_OID
                 && !(*class).relrowsecurity
-                && only_the_statement_trigger((*relation).trigdesc, trigger);
+                && only_the_statement_trigger((*relation).trigdesc, named.trigger);
             let key = if plain {
                 the_one_unique_index(relation)
             } else {

@@ -76,6 +76,8 @@ unsafe extern "C-unwind" {
     pub fn get_namespace_oid(nspname: *const c_char, missing_ok: bool) -> pg_sys::Oid;
     pub fn get_relname_relid(relname: *const c_char, relnamespace: pg_sys::Oid) -> pg_sys::Oid;
     pub fn table_open(relation: pg_sys::Oid, lockmode: pg_sys::LOCKMODE) -> pg_sys::Relation;
+    /// NULL when no relation has that OID (any more).
+    pub fn try_table_open(relation: pg_sys::Oid, lockmode: pg_sys::LOCKMODE) -> pg_sys::Relation;
     pub fn table_close(relation: pg_sys::Relation, lockmode: pg_sys::LOCKMODE);
     pub fn index_open(relation: pg_sys::Oid, lockmode: pg_sys::LOCKMODE) -> pg_sys::Relation;
     pub fn index_close(relation: pg_sys::Relation, lockmode: pg_sys::LOCKMODE);
