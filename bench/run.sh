@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The chunked_map benchmark, one command: installs what is missing, builds and installs the
-# release build and, for the side-by-side comparison, the released 0.2.0 (bench/baseline.sh),
+# release build and, for the side-by-side comparison, the released 0.3.0 (bench/baseline.sh),
 # and runs bench/src/main.rs against its own throw-away cluster. Prints a markdown table and
 # writes it to bench/results/latest.md. About 14 minutes (the last full run took 13.7), plus the two release builds.
 # Usage: bench/run.sh [--no-baseline] [--append-rounds N] [--append-seconds S] [--rounds N] [--seconds S] [--quick]

@@ -129,8 +129,10 @@ unsafe fn attempt(request: Request) -> Option<Appended> {
     // transaction; the snapshot registered here is unregistered before returning (or by the
     // resource owner when an error aborts the transaction), as is the slot's buffer pin.
     unsafe {
-        let state = MAP_STATE.with(|named| Table::open(named))?;
-        let Some(record) = CURRENT_RECORD.with(|named| Table::open(named)) else {
+        let state = MAP_STATE.with(|named| Table::open(named, pg_sys::CmdType::CMD_UPDATE))?;
+        let Some(record) =
+            CURRENT_RECORD.with(|named| Table::open(named, pg_sys::CmdType::CMD_INSERT))
+        else {
             state.close();
             return None;
         };

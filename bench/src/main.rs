@@ -76,14 +76,14 @@ enum Variant {
     PlainInsert,
     Naive,
     Chunked,
-    /// The released 0.2.0, installed by bench/baseline.sh as extension chunked_map_v020 in a
+    /// The released 0.3.0, installed by bench/baseline.sh as extension chunked_map_v030 in a
     /// database of its own.
-    ChunkedV020,
+    ChunkedV030,
     ChunkedBatch100,
 }
 
 /// The database the baseline extension lives in.
-const BASELINE_DATABASE: &str = "bench_v020";
+const BASELINE_DATABASE: &str = "bench_v030";
 
 impl Variant {
     fn name(self) -> &'static str {
@@ -91,7 +91,7 @@ impl Variant {
             Variant::PlainInsert => "plain_insert",
             Variant::Naive => "naive jsonb array",
             Variant::Chunked => "chunked_register",
-            Variant::ChunkedV020 => "chunked_register, 0.2.0",
+            Variant::ChunkedV030 => "chunked_register, 0.3.0",
             Variant::ChunkedBatch100 => "chunked_register_many (100/call)",
         }
     }
@@ -105,7 +105,7 @@ impl Variant {
     }
 
     fn database(self) -> &'static str {
-        if self == Variant::ChunkedV020 {
+        if self == Variant::ChunkedV030 {
             BASELINE_DATABASE
         } else {
             "bench"
@@ -121,7 +121,7 @@ impl Variant {
             Variant::Naive => format!(
                 "\\set n random(1, 1000000)\nUPDATE bench.naive SET items = items || jsonb_build_array({one}) WHERE map = :map;\n"
             ),
-            Variant::Chunked | Variant::ChunkedV020 => {
+            Variant::Chunked | Variant::ChunkedV030 => {
                 format!("\\set n random(1, 1000000)\nSELECT chunked_map.chunked_register(:map, {one});\n")
             }
             Variant::ChunkedBatch100 => format!(
@@ -174,7 +174,7 @@ impl Bench {
             Variant::Chunked | Variant::ChunkedBatch100 => {
                 self.sql(&format!("SELECT chunked_map.chunked_start('{map}')"))
             }
-            Variant::ChunkedV020 => {
+            Variant::ChunkedV030 => {
                 if let Some(baseline) = self.baseline.as_mut() {
                     baseline
                         .batch_execute(&format!("SELECT chunked_map.chunked_start('{map}')"))
@@ -272,14 +272,14 @@ fn baseline_database(cluster: &Cluster) -> Option<Client> {
     let mut postgres = cluster.connect("postgres");
     let available: i64 = postgres
         .query_one(
-            "SELECT count(*) FROM pg_available_extensions WHERE name = 'chunked_map_v020'",
+            "SELECT count(*) FROM pg_available_extensions WHERE name = 'chunked_map_v030'",
             &[],
         )
         .unwrap()
         .get(0);
     if available == 0 {
         eprintln!(
-            "chunked_map_v020 is not installed (bench/baseline.sh): no comparison with 0.2.0"
+            "chunked_map_v030 is not installed (bench/baseline.sh): no comparison with 0.3.0"
         );
         return None;
     }
@@ -288,7 +288,7 @@ fn baseline_database(cluster: &Cluster) -> Option<Client> {
         .unwrap();
     let mut client = cluster.connect(BASELINE_DATABASE);
     client
-        .batch_execute("CREATE EXTENSION chunked_map_v020")
+        .batch_execute("CREATE EXTENSION chunked_map_v030")
         .unwrap();
     Some(client)
 }
@@ -326,8 +326,8 @@ fn setup(bench: &mut Bench) {
     ));
     bench.sql("VACUUM ANALYZE");
     if let Some(baseline) = bench.baseline.as_mut() {
-        // the same maps in the baseline's database, loaded in calls of 1,000 (0.2.0's batch
-        // append re-reads its whole array for every chunk it fills)
+        // the same maps in the baseline's database, loaded in calls of 1,000 (as 0.2.0 needed:
+        // its batch append re-read its whole array for every chunk it filled)
         for (map, count) in [("mid", mid), ("big", big)] {
             baseline
                 .batch_execute(&format!("SELECT chunked_map.chunked_start('{map}')"))
@@ -378,13 +378,13 @@ fn section_a(bench: &mut Bench) -> String {
                 Variant::PlainInsert,
                 Variant::Naive,
                 Variant::Chunked,
-                Variant::ChunkedV020,
+                Variant::ChunkedV030,
                 Variant::ChunkedBatch100,
             ] {
                 // the naive array is measured where it is still measurable, once
                 let skip = (variant == Variant::Naive && (map == Some("big") || sync))
                     || (variant == Variant::ChunkedBatch100 && map.is_some())
-                    || (variant == Variant::ChunkedV020 && bench.baseline.is_none());
+                    || (variant == Variant::ChunkedV030 && bench.baseline.is_none());
                 if !skip {
                     configs.push((sync, label, map, variant));
                 }
@@ -477,7 +477,7 @@ fn section_a(bench: &mut Bench) -> String {
     if bench.baseline.is_some() {
         let _ = write!(
             out,
-            "\nchunked_register 0.3 ÷ 0.2.0, records/s in the same round (synchronous_commit off / on):"
+            "\nchunked_register 0.4 ÷ 0.3.0, records/s in the same round (synchronous_commit off / on):"
         );
         for (label, _) in sizes {
             let _ = write!(
@@ -485,11 +485,11 @@ fn section_a(bench: &mut Bench) -> String {
                 " {label} records **{:.2}** / **{:.2}**;",
                 per_round(
                     (false, label, Variant::Chunked),
-                    (false, label, Variant::ChunkedV020)
+                    (false, label, Variant::ChunkedV030)
                 ),
                 per_round(
                     (true, label, Variant::Chunked),
-                    (true, label, Variant::ChunkedV020)
+                    (true, label, Variant::ChunkedV030)
                 ),
             );
         }
@@ -497,7 +497,7 @@ fn section_a(bench: &mut Bench) -> String {
     } else {
         let _ = writeln!(
             out,
-            "\n(0.2.0 not measured: bench/baseline.sh did not install chunked_map_v020.)"
+            "\n(0.3.0 not measured: bench/baseline.sh did not install chunked_map_v030.)"
         );
     }
     out
@@ -809,7 +809,7 @@ fn section_e(bench: &mut Bench) -> String {
     let records = bench.options.load_records;
     let mut variants = vec![(Variant::Chunked, "chunked_map")];
     if bench.baseline.is_some() {
-        variants.push((Variant::ChunkedV020, "chunked_map_v020"));
+        variants.push((Variant::ChunkedV030, "chunked_map_v030"));
     }
     let mut out = String::new();
     let _ = writeln!(
@@ -862,10 +862,10 @@ fn section_e(bench: &mut Bench) -> String {
             let _ = writeln!(
                 out,
                 "| {} | {per_call} | {rate:.0} | {current} | {archived} |",
-                if variant == Variant::ChunkedV020 {
-                    "0.2.0"
+                if variant == Variant::ChunkedV030 {
+                    "0.3.0"
                 } else {
-                    "0.3"
+                    "0.4"
                 }
             );
         }

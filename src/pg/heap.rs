@@ -112,12 +112,13 @@ pub enum Locked {
 }
 
 impl Table {
-    /// Opens the table `named` for writing; `None` when it is not there, or is not a table this
-    /// module writes (see the module's description).
+    /// Opens the table `named` for writing rows with `command` (`CMD_INSERT`, `CMD_UPDATE`);
+    /// `None` when it is not there, or is not a table this module writes (see the module's
+    /// description).
     ///
     /// # Safety
     /// In a transaction, inside `catching`.
-    pub unsafe fn open(named: &TableName) -> Option<Table> {
+    pub unsafe fn open(named: &TableName, command: pg_sys::CmdType::Type) -> Option<Table> {
         // SAFETY: (for the whole function) catalog lookups and relation opens in a transaction;
         // the relcache entries read stay valid while the relations are open, which they are to
         // the end of the transaction (the lock is kept).
@@ -143,9 +144,9 @@ impl Table {
                 raw::table_close(relation, pg_sys::NoLock as pg_sys::LOCKMODE);
                 return None;
             }
-            // as the executor checks a table an UPDATE writes (a publication of updates needs
+            // as the executor checks a table the command writes (a publication of updates needs
             // a replica identity): 55000 where it lacks one
-            raw::CheckCmdReplicaIdentity(relation, pg_sys::CmdType::CMD_UPDATE);
+            raw::CheckCmdReplicaIdentity(relation, command);
             Some(Table {
                 relation,
                 key,
