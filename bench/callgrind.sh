@@ -8,6 +8,7 @@
 # the same payload into an indexed table, run the same way, is the reference. Uses the installed build of $PG_MAJOR (scripts/install-extension.sh --release
 # first, as bench/run.sh does).
 # Usage: bench/callgrind.sh [N]   (default 3000)
+# Each measure also in transactions of 100 for the append and the plain INSERT.
 set -euo pipefail
 source "$(dirname "$0")/../scripts/lib.sh"
 cd "$REPO_ROOT"
@@ -24,8 +25,10 @@ payload="jsonb_build_object('email', 'user' || \$1 || '@example.com', 'name', 'S
 'signed_up_at', '2026-11-30T01:23:45Z', 'tags', jsonb_build_array('early-adopter', 'eu', 'weekly'))"
 
 # what to run: setup, then $calls executions of one prepared statement
+# (PER_TRANSACTION=k: k executions per transaction, BEGIN and COMMIT around them; default 1:
+# each its own)
 script() {
-    local statement=$1 setup=${2:-}
+    local statement=$1 setup=${2:-} per=${PER_TRANSACTION:-1}
     echo "CREATE EXTENSION IF NOT EXISTS chunked_map;"
     echo "SELECT chunked_map.chunked_drop('m');"
     echo "SELECT chunked_map.chunked_start('m', 100);"
@@ -34,7 +37,11 @@ script() {
     echo "CREATE INDEX IF NOT EXISTS events_map_id ON events (map, id);"
     echo "PREPARE s(int) AS $statement;"
     for _ in $(seq 1 20); do echo "EXECUTE s(1);"; done   # warm the caches
-    for i in $(seq 1 "$calls"); do echo "EXECUTE s($i);"; done
+    for i in $(seq 1 "$calls"); do
+        if [ "$per" -gt 1 ] && [ $(( (i - 1) % per )) -eq 0 ]; then echo "BEGIN;"; fi
+        echo "EXECUTE s($i);"
+        if [ "$per" -gt 1 ] && { [ $(( i % per )) -eq 0 ] || [ "$i" -eq "$calls" ]; }; then echo "COMMIT;"; fi
+    done
 }
 
 measure() {
@@ -59,3 +66,7 @@ measure chunked_register_retained "SELECT chunked_map.chunked_register('m', $pay
 measure chunked_register_followed "SELECT chunked_map.chunked_register('m', $payload)" "chunked_register_wrapper" \
     "SELECT chunked_map.chunked_subscribe('c', NULL, false);"
 measure plain_insert "INSERT INTO events (map, payload) VALUES ('m', $payload) RETURNING id" "standard_ExecutorRun"
+# the same, 100 per transaction: after the first, an append finds the state row by the address
+# the transaction last wrote, and the relations' locks are already held
+PER_TRANSACTION=100 measure chunked_register_100_per_transaction "SELECT chunked_map.chunked_register('m', $payload)" "chunked_register_wrapper"
+PER_TRANSACTION=100 measure plain_insert_100_per_transaction "INSERT INTO events (map, payload) VALUES ('m', $payload) RETURNING id" "standard_ExecutorRun"

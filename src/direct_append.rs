@@ -16,8 +16,8 @@
 //! writes of the transaction are visible) and after (its own are, to what follows), and the
 //! snapshot is the one SPI would give the statement (a new one under READ COMMITTED, the
 //! transaction's otherwise). It runs as the function's role (the tables' owner: the API
-//! functions are SECURITY DEFINER), which the tables' statement-level trigger lets through,
-//! so the trigger is not fired.
+//! functions are SECURITY DEFINER; it declines for any other role), which the tables'
+//! statement-level trigger lets through, so the trigger is not fired.
 //!
 //! Memory: everything it allocates lives in one context of its own, a child of
 //! TopMemoryContext, reset before and after every call: nothing outlives the call but the
@@ -140,6 +140,9 @@ unsafe fn attempt(request: Request) -> Option<Appended> {
             raw::CommandCounterIncrement();
             let snapshot = raw::RegisterSnapshot(raw::GetTransactionSnapshot());
             // as SPI's UpdateActiveSnapshotCommandId: the statement sees the commands before it
+            // (a copy gets the current command here; under REPEATABLE READ the registered
+            // snapshot may be the transaction's own, whose command CommandCounterIncrement has
+            // just set to this same value)
             (*snapshot).curcid = raw::GetCurrentCommandId(false);
             let slot = state.slot();
             let appended = advance(state, record, columns, snapshot, slot, request);
@@ -251,7 +254,11 @@ unsafe fn advance(
         let at = |n: c_int| usize::try_from(n - 1).unwrap_or(0);
         row[at(columns.record_map)] = map;
         row[at(columns.record_seq)] = pg_sys::Datum::from(next_seq);
-        row[at(columns.record_payload)] = request.payload;
+        // stored as the SQL path stores it: the value itself, compressed (or moved out of
+        // line) by the column's own method, whatever form the caller's datum had
+        row[at(columns.record_payload)] = pg_sys::Datum::from(raw::pg_detoast_datum(
+            request.payload.cast_mut_ptr::<pg_sys::varlena>(),
+        ));
         record.insert(&row, &[false; 3]);
         Some(Appended {
             seq: next_seq,
@@ -285,10 +292,21 @@ unsafe fn same_text(stored: pg_sys::Datum, request: Request) -> bool {
 }
 
 thread_local! {
-    static MAP_STATE: TableName =
-        const { TableName::new(c"chunked_map", c"map_state", c"map_state_is_kept") };
+    static MAP_STATE: TableName = const {
+        TableName::new(
+            c"chunked_map",
+            c"map_state",
+            c"map_state_is_kept",
+            c"chunked_forbid_rewrite",
+        )
+    };
     static CURRENT_RECORD: TableName = const {
-        TableName::new(c"chunked_map", c"current_record", c"current_record_is_append_only")
+        TableName::new(
+            c"chunked_map",
+            c"current_record",
+            c"current_record_is_append_only",
+            c"chunked_forbid_rewrite",
+        )
     };
     /// The module's memory context, made on first use.
     static OWN_MEMORY: Cell<pg_sys::MemoryContext> = const { Cell::new(std::ptr::null_mut()) };

@@ -6,8 +6,10 @@
 //! heap-only tuple).
 //!
 //! Only for a table where the executor would add nothing but its own cost ([`Table::open`]
-//! declines any other): a plain heap table, no row security, no trigger but one statement-level
-//! trigger its owner names, and one index, a valid, immediate, unique btree on plain columns.
+//! declines any other): a plain heap table written by its owner, no row security, rules,
+//! inheritance, CHECK constraints or generated columns, no trigger but the one BEFORE
+//! statement-level trigger it names, and one index, a valid, immediate, unique btree on plain
+//! columns.
 //! The access methods do what matters and the executor relies on: row locks and their
 //! outcomes, the serializable checks (`heap_insert` and `heap_update` call
 //! `CheckForSerializableConflictIn`, index scans take predicate locks), WAL for recovery and
@@ -41,11 +43,15 @@ pub struct Table {
 pub struct TableName {
     schema: &'static CStr,
     name: &'static CStr,
-    /// The one statement-level trigger the table may carry (the direct path does not fire it:
-    /// its owner vouches that it lets the writer through).
+    /// The one trigger the table may carry: its name and its function (in the table's
+    /// schema), statement-level and BEFORE; the direct path does not fire it (its owner vouches
+    /// that it lets the writer through).
     trigger: &'static CStr,
+    trigger_function: &'static CStr,
     /// (schema, table) as last found; InvalidOid before.
     found: Cell<(pg_sys::Oid, pg_sys::Oid)>,
+    /// The trigger (its OID) last found to be that one.
+    trigger_checked: Cell<pg_sys::Oid>,
 }
 
 impl TableName {
@@ -53,12 +59,57 @@ impl TableName {
         schema: &'static CStr,
         name: &'static CStr,
         trigger: &'static CStr,
+        trigger_function: &'static CStr,
     ) -> TableName {
         TableName {
             schema,
             name,
             trigger,
+            trigger_function,
             found: Cell::new((pg_sys::InvalidOid, pg_sys::InvalidOid)),
+            trigger_checked: Cell::new(pg_sys::InvalidOid),
+        }
+    }
+
+    /// Whether `triggers` is at most the table's own trigger: by its name, its function's name
+    /// and schema, BEFORE and statement-level (checked once per trigger OID: a trigger made
+    /// again is checked again).
+    ///
+    /// # Safety
+    /// `triggers` is an open relation's trigger descriptor (or NULL); inside `catching`.
+    unsafe fn only_its_own_trigger(
+        &self,
+        triggers: *mut pg_sys::TriggerDesc,
+        namespace: pg_sys::Oid,
+    ) -> bool {
+        if triggers.is_null() {
+            return true;
+        }
+        // SAFETY: the descriptor's numtriggers entries; catalog lookups of the trigger's function.
+        unsafe {
+            if (*triggers).numtriggers != 1 {
+                return false;
+            }
+            let trigger = (*triggers).triggers;
+            let tgtype = u32::try_from((*trigger).tgtype).unwrap_or(u32::MAX);
+            if tgtype & (pg_sys::TRIGGER_TYPE_ROW | pg_sys::TRIGGER_TYPE_INSTEAD) != 0
+                || tgtype & pg_sys::TRIGGER_TYPE_BEFORE == 0
+                || CStr::from_ptr((*trigger).tgname) != self.trigger
+            {
+                return false;
+            }
+            if self.trigger_checked.get() == (*trigger).tgoid {
+                return true;
+            }
+            let function = (*trigger).tgfoid;
+            let name = raw::get_func_name(function);
+            let its_own = !name.is_null()
+                && CStr::from_ptr(name) == self.trigger_function
+                && raw::get_func_namespace(function) == namespace;
+            if its_own {
+                self.trigger_checked.set((*trigger).tgoid);
+            }
+            its_own
         }
     }
 
@@ -127,8 +178,15 @@ impl Table {
             let class = (*relation).rd_rel;
             let plain = (*class).relkind as u8 == pg_sys::RELKIND_RELATION
                 && (*class).relam == pg_sys::HEAP_TABLE_AM_OID
+                // the executor would apply these: the SQL path decides
                 && !(*class).relrowsecurity
-                && only_the_statement_trigger((*relation).trigdesc, named.trigger);
+                && !(*class).relhasrules
+                && !(*class).relhassubclass
+                && !(*class).relispartition
+                && no_checks_or_generated_columns((*relation).rd_att)
+                // privileges: the owner's are not checked (the SQL path checks anyone's)
+                && raw::GetUserId() == (*class).relowner
+                && named.only_its_own_trigger((*relation).trigdesc, (*class).relnamespace);
             let key = if plain {
                 the_one_unique_index(relation)
             } else {
@@ -298,6 +356,16 @@ impl Table {
             let Some(fetch) = (*(*self.relation).rd_tableam).tuple_fetch_row_version else {
                 return false;
             };
+            // an address from before the table was rewritten (CLUSTER, the extension made
+            // again) may lie past its end: not a row, as a TID scan says
+            let blocks = raw::RelationGetNumberOfBlocksInFork(
+                self.relation,
+                pg_sys::ForkNumber::MAIN_FORKNUM,
+            );
+            let block = (u32::from(tid.ip_blkid.bi_hi) << 16) | u32::from(tid.ip_blkid.bi_lo);
+            if block >= blocks {
+                return false;
+            }
             let mut tid = tid;
             fetch(self.relation, &mut tid, snapshot, slot)
         }
@@ -487,20 +555,27 @@ unsafe fn update_in_place(
     }
 }
 
-/// Whether `triggers` is at most the one statement-level trigger named `name`.
-unsafe fn only_the_statement_trigger(triggers: *mut pg_sys::TriggerDesc, name: &CStr) -> bool {
-    if triggers.is_null() {
-        return true;
-    }
-    // SAFETY: the open relation's trigger descriptor, numtriggers entries.
+/// Whether the table has no CHECK constraint and no generated column (NOT NULL and defaults
+/// are fine: every column is given a value).
+unsafe fn no_checks_or_generated_columns(desc: pg_sys::TupleDesc) -> bool {
+    // SAFETY: the open relation's tuple descriptor and its constraints.
     unsafe {
-        if (*triggers).numtriggers != 1 {
-            return false;
-        }
-        let trigger = (*triggers).triggers;
-        i32::from((*trigger).tgtype) & pg_sys::TRIGGER_TYPE_ROW as i32 == 0
-            && CStr::from_ptr((*trigger).tgname) == name
+        let constraints = (*desc).constr;
+        constraints.is_null() || ((*constraints).num_check == 0 && !generated(constraints))
     }
+}
+
+#[cfg(not(feature = "pg18"))]
+unsafe fn generated(constraints: *mut pg_sys::TupleConstr) -> bool {
+    // SAFETY: as the caller says.
+    unsafe { (*constraints).has_generated_stored }
+}
+
+/// PostgreSQL 18 adds virtual generated columns.
+#[cfg(feature = "pg18")]
+unsafe fn generated(constraints: *mut pg_sys::TupleConstr) -> bool {
+    // SAFETY: as the caller says.
+    unsafe { (*constraints).has_generated_stored || (*constraints).has_generated_virtual }
 }
 
 /// The relation's one index, opened (`RowExclusiveLock`, as the executor opens the indexes of

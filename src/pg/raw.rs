@@ -192,6 +192,14 @@ unsafe extern "C-unwind" {
         index_unchanged: bool,
         info: *mut pg_sys::IndexInfo,
     ) -> bool;
+    pub fn RelationGetNumberOfBlocksInFork(
+        relation: pg_sys::Relation,
+        fork: pg_sys::ForkNumber::Type,
+    ) -> pg_sys::BlockNumber;
+    pub fn get_func_name(function: pg_sys::Oid) -> *mut c_char;
+    pub fn GetUserId() -> pg_sys::Oid;
+    pub fn get_func_namespace(function: pg_sys::Oid) -> pg_sys::Oid;
+    pub fn pg_detoast_datum(datum: *mut pg_sys::varlena) -> *mut pg_sys::varlena;
     pub fn cstring_to_text_with_len(text: *const c_char, len: c_int) -> *mut pg_sys::text;
 
     /// Raises a copied error again, every field as it was (elog.c).
