@@ -96,25 +96,30 @@ pub fn append(map: MapName<'_>, payload: Jsonb<'_>) -> i64 {
     let remembered = xact::written(map.as_str());
     let at = match remembered {
         Some(Remembered::At(tid)) => Some(tid),
-        Some(Remembered::Somewhere) => None,
-        None => None,
+        Some(Remembered::Somewhere) | None => None,
     };
     // written directly unless the case is one it declines (see `direct_append`); where the
     // transaction wrote the row somewhere it does not remember, only SQL finds it
-    if !matches!(remembered, Some(Remembered::Somewhere)) {
-        if let Some(direct) = direct_append::append(map.as_str(), payload, max_chunk_bytes, at) {
-            if direct.followed && !xact::moved(map.as_str()) {
-                statements::connect(|session| record_move(session, map, true));
-            } else {
-                feed::seen_followed(map.as_str(), direct.followed);
-            }
-            xact::remember_moved(map.as_str());
-            xact::remember_written(map.as_str(), direct.tid);
-            return direct.seq;
+    let direct = if matches!(remembered, Some(Remembered::Somewhere)) {
+        direct_append::Outcome::Declined
+    } else {
+        direct_append::append(map.as_str(), payload, max_chunk_bytes, at)
+    };
+    if let direct_append::Outcome::Appended(direct) = direct {
+        if direct.followed && !xact::moved(map.as_str()) {
+            statements::connect(|session| record_move(session, map, true));
+        } else {
+            feed::seen_followed(map.as_str(), direct.followed);
         }
+        xact::remember_moved(map.as_str());
+        xact::remember_written(map.as_str(), direct.tid);
+        return direct.seq;
     }
     let appended = statements::connect(|session| {
         let fast = match remembered {
+            // the direct append holds the row and found a full chunk or an announced map,
+            // where the one-statement append would find nothing either
+            _ if matches!(direct, direct_append::Outcome::ForTheSlowPath) => None,
             // Citus would not route the one-statement append to the map's shard
             _ if citus::tables_are_distributed(session) => None,
             // the first append of this transaction to the map

@@ -44,23 +44,38 @@ pub struct Appended {
     pub followed: bool,
 }
 
-/// Appends one record directly; `None` declines (see the module's description): take the SQL
-/// path. `at`: the address of the state row version this transaction last wrote, if it
-/// remembers it.
+/// What the direct append did.
+#[derive(Clone, Copy)]
+pub enum Outcome {
+    Appended(Appended),
+    /// The map's state row is locked by this transaction now, and the append is the slow
+    /// path's: the current chunk is full (a rollover) or the map's appends are announced. The
+    /// SQL one-statement append would find the same row and do nothing either.
+    ForTheSlowPath,
+    /// Declined (see the module's description): take the SQL path.
+    Declined,
+}
+
+/// Appends one record directly. `at`: the address of the state row version this transaction
+/// last wrote, if it remembers it.
 pub fn append(
     map: &str,
     payload: Payload<'_>,
     max_chunk_bytes: usize,
     at: Option<pg_sys::ItemPointerData>,
-) -> Option<Appended> {
+) -> Outcome {
+    let (Ok(map_len), Ok(bytes)) = (c_int::try_from(map.len()), i64::try_from(payload.bytes()))
+    else {
+        return Outcome::Declined;
+    };
     if !can_write_directly() {
-        return None;
+        return Outcome::Declined;
     }
     let request = Request {
         map: map.as_ptr().cast(),
-        map_len: c_int::try_from(map.len()).ok()?,
+        map_len,
         payload: payload.value().datum(),
-        bytes: i64::try_from(payload.bytes()).ok()?,
+        bytes,
         limit: i64::try_from(max_chunk_bytes).unwrap_or(i64::MAX),
         at,
     };
@@ -124,19 +139,22 @@ const MAX_STATE_COLUMNS: usize = 64;
 
 /// # Safety
 /// Inside `catching`, in the module's memory context.
-unsafe fn attempt(request: Request) -> Option<Appended> {
+unsafe fn attempt(request: Request) -> Outcome {
     // SAFETY: (for the whole function) the storage tables opened, written and closed in this
     // transaction; the snapshot registered here is unregistered before returning (or by the
     // resource owner when an error aborts the transaction), as is the slot's buffer pin.
     unsafe {
-        let state = MAP_STATE.with(|named| Table::open(named, pg_sys::CmdType::CMD_UPDATE))?;
+        let Some(state) = MAP_STATE.with(|named| Table::open(named, pg_sys::CmdType::CMD_UPDATE))
+        else {
+            return Outcome::Declined;
+        };
         let Some(record) =
             CURRENT_RECORD.with(|named| Table::open(named, pg_sys::CmdType::CMD_INSERT))
         else {
             state.close();
-            return None;
+            return Outcome::Declined;
         };
-        let appended = columns(state, record).and_then(|columns| {
+        let outcome = columns(state, record).map_or(Outcome::Declined, |columns| {
             raw::CommandCounterIncrement();
             let snapshot = raw::RegisterSnapshot(raw::GetTransactionSnapshot());
             // as SPI's UpdateActiveSnapshotCommandId: the statement sees the commands before it
@@ -145,17 +163,18 @@ unsafe fn attempt(request: Request) -> Option<Appended> {
             // just set to this same value)
             (*snapshot).curcid = raw::GetCurrentCommandId(false);
             let slot = state.slot();
-            let appended = advance(state, record, columns, snapshot, slot, request);
+            let outcome = advance(state, record, columns, snapshot, slot, request)
+                .unwrap_or(Outcome::Declined);
             heap::drop_slot(slot);
             raw::UnregisterSnapshot(snapshot);
-            if appended.is_some() {
+            if matches!(outcome, Outcome::Appended(_)) {
                 raw::CommandCounterIncrement();
             }
-            appended
+            outcome
         });
         record.close();
         state.close();
-        appended
+        outcome
     }
 }
 
@@ -186,7 +205,7 @@ fn columns(state: Table, record: Table) -> Option<Columns> {
 
 /// Finds and locks the state row (by its remembered address, or by the map's key, never
 /// waiting), checks what the SQL append's WHERE clause checks, advances the row and inserts the
-/// record.
+/// record; `None` declines.
 ///
 /// # Safety
 /// Inside `catching`; the tables open; `snapshot` registered; `slot` made by `state.slot()`.
@@ -197,7 +216,7 @@ unsafe fn advance(
     snapshot: pg_sys::Snapshot,
     slot: *mut pg_sys::TupleTableSlot,
     request: Request,
-) -> Option<Appended> {
+) -> Option<Outcome> {
     // SAFETY: (for the whole function) the map's bytes are valid for the call (Request); the
     // text made of them and the tuples live in the module's memory context; the row read is in
     // the slot, whose buffer stays pinned until the slot is dropped.
@@ -242,7 +261,7 @@ unsafe fn advance(
         let has_room = next_seq < first_seq.checked_add(chunk_size)?
             && (new_bytes <= request.limit || next_seq == first_seq);
         if notify || !has_room {
-            return None;
+            return Some(Outcome::ForTheSlowPath);
         }
         let after = next_seq.checked_add(1)?;
         let tid = state.update(
@@ -260,11 +279,11 @@ unsafe fn advance(
             request.payload.cast_mut_ptr::<pg_sys::varlena>(),
         ));
         record.insert(&row, &[false; 3]);
-        Some(Appended {
+        Some(Outcome::Appended(Appended {
             seq: next_seq,
             tid,
             followed,
-        })
+        }))
     }
 }
 
