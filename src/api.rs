@@ -35,7 +35,7 @@ sql_function!(
         call.writes(c"chunked_register()");
         let map = MapName::parse(call.text(0)).or_raise();
         let payload = required(call.jsonb(1), "payload").or_raise();
-        call.returns_bigint(append::append(map, payload))
+        call.returns_bigint(append::append(map, payload, None))
     }
 );
 
@@ -49,7 +49,7 @@ sql_function!(
         let map = MapName::parse(call.text(0)).or_raise();
         let payload = required(call.jsonb(1), "payload").or_raise();
         let expected = required(call.int8(2), "expected_last_seq").or_raise();
-        call.returns_bigint(append::append_if_last(map, payload, expected))
+        call.returns_bigint(append::append(map, payload, Some(expected)))
     }
 );
 

@@ -7,7 +7,6 @@
 //! the lock holder, never derived from what a snapshot happens to see.
 
 use crate::chunking::{self, Batch};
-use crate::citus;
 use crate::direct_append;
 use crate::error::{ChunkedError, OrRaise};
 use crate::feed;
@@ -21,15 +20,7 @@ use crate::statements;
 use crate::statements::state::{self, MapState};
 use crate::statements::writes::{self as store, Written};
 use crate::token::archived_token;
-use crate::xact::{self, Announcement, Remembered};
-
-/// How an append went.
-enum Appended {
-    /// By the one-statement append, which does not report the state row's new address.
-    InOneStatement { seq: i64 },
-    /// By a statement that reports the state row's address and the map's channel.
-    Written(Written),
-}
+use crate::xact::{self, Announcement};
 
 /// Starts a map; `false` (and no change) when it already exists. Never waits (unless
 /// `chunked_map.lock_timeout` says so). The map's name is locked (see `lock`) by a start that
@@ -85,140 +76,163 @@ fn changed_after_snapshot(map: MapName<'_>) -> ! {
     .raise()
 }
 
-/// Appends one record and returns its sequence number. Usually one statement: lock, advance the
-/// state and insert the record ([`store::append`] for a transaction's first append to the map,
-/// [`store::append_at`] for the next ones, by the address the transaction remembers); the slow
-/// path takes the lock on its own, to tell why the fast one found nothing, archives a full
-/// chunk, and reports what an announced map needs.
-pub fn append(map: MapName<'_>, payload: Jsonb<'_>) -> i64 {
-    let payload = input::payload(payload, guc::payload_limit()).or_raise();
-    let max_chunk_bytes = guc::max_chunk_bytes();
-    let remembered = xact::written(map.as_str());
-    let at = match remembered {
-        Some(Remembered::At(tid)) => Some(tid),
-        Some(Remembered::Somewhere) | None => None,
-    };
-    // written directly unless the case is one it declines (see `direct_append`); where the
-    // transaction wrote the row somewhere it does not remember, only SQL finds it
-    let direct = if matches!(remembered, Some(Remembered::Somewhere)) {
-        direct_append::Outcome::Declined
-    } else {
-        direct_append::append(map.as_str(), payload, max_chunk_bytes, at)
-    };
-    if let direct_append::Outcome::Appended(direct) = direct {
-        if direct.followed && !xact::moved(map.as_str()) {
-            statements::connect(|session| record_move(session, map, true));
+/// How records are written on this server, the one rule: directly (`direct_append`), unless
+/// Citus is loaded, the transaction cannot write, or `chunked_map.direct_append` is off; then by
+/// SQL statements (`statements::writes::write_record`), which Citus routes to the map's node.
+/// (The direct write also hands a record to SQL where the storage tables are not as the
+/// extension made them.) Batches are written by SQL in either case.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Way {
+    Direct,
+    Sql,
+}
+
+impl Way {
+    fn on_this_server() -> Way {
+        if direct_append::can_write_directly() {
+            Way::Direct
         } else {
-            feed::seen_followed(map.as_str(), direct.followed);
-        }
-        xact::remember_moved(map.as_str());
-        xact::remember_written(map.as_str(), direct.tid);
-        return direct.seq;
-    }
-    let appended = statements::connect(|session| {
-        let fast = match remembered {
-            // the direct append holds the row and found a full chunk or an announced map,
-            // where the one-statement append would find nothing either
-            _ if matches!(direct, direct_append::Outcome::ForTheSlowPath) => None,
-            // Citus would not route the one-statement append to the map's shard
-            _ if citus::tables_are_distributed(session) => None,
-            // the first append of this transaction to the map
-            None => store::append(
-                session,
-                map.as_str(),
-                payload,
-                max_chunk_bytes,
-                feed::last_seen_followed(map.as_str()),
-            )
-            .map(|seq| Appended::InOneStatement { seq }),
-            Some(Remembered::At(tid)) => {
-                store::append_at(session, map.as_str(), tid, payload, max_chunk_bytes)
-                    .map(Appended::Written)
-            }
-            Some(Remembered::Somewhere) => None,
-        };
-        let appended = fast.unwrap_or_else(|| {
-            let state = lock::lock_existing_map(session, map);
-            Appended::Written(append_locked(session, map, state, payload, max_chunk_bytes))
-        });
-        if let Appended::Written(written) = &appended {
-            record_move(session, map, written.followed);
-        }
-        appended
-    });
-    // (the one-statement append records the move itself)
-    xact::remember_moved(map.as_str());
-    match appended {
-        Appended::InOneStatement { seq } => {
-            xact::remember_written_somewhere(map.as_str());
-            seq
-        }
-        Appended::Written(written) => {
-            let seq = written.seq;
-            wrote(map, written);
-            seq
+            Way::Sql
         }
     }
 }
 
-/// Appends one record only if the map's newest sequence is `expected_last_seq` (0: empty map).
-pub fn append_if_last(map: MapName<'_>, payload: Jsonb<'_>, expected_last_seq: i64) -> i64 {
+/// Appends one record and returns its sequence number; with `expected_last_seq`, only if the
+/// map's newest sequence is that (0: an empty map), the optimistic append. The one append of a
+/// record: lock the map, make room (archive a full chunk), write the record (see [`Way`]),
+/// record what the feed and the commit's notification need.
+///
+/// Directly, the common case is one call that locks without waiting and writes; where it
+/// cannot (another transaction holds the map, the map does not exist, its chunk is full), the
+/// lock is taken by `lock` (which waits up to `chunked_map.lock_timeout` or says why not), the
+/// chunk archived, and the record written by the same way.
+pub fn append(map: MapName<'_>, payload: Jsonb<'_>, expected_last_seq: Option<i64>) -> i64 {
     let payload = input::payload(payload, guc::payload_limit()).or_raise();
     let max_chunk_bytes = guc::max_chunk_bytes();
-    let appended = statements::connect(|session| {
-        // Sequences only grow: an expectation below the newest sequence this transaction sees
-        // can never come true, whoever holds the map now.
-        if let Some(next_seq) = state::next_seq_for_writer(session, map.as_str()) {
-            if expected_last_seq < next_seq - 1 {
-                return Err(ChunkedError::UnexpectedLastSeq {
-                    map: map.as_str().to_owned(),
-                    expected: expected_last_seq,
-                    actual: next_seq - 1,
-                });
+    let way = Way::on_this_server();
+    if way == Way::Direct {
+        let at = xact::written(map.as_str());
+        match direct_append::write(
+            map.as_str(),
+            payload,
+            max_chunk_bytes,
+            at,
+            expected_last_seq,
+        ) {
+            direct_append::Outcome::Appended(appended) => {
+                return wrote_directly(map, appended);
+            }
+            direct_append::Outcome::NotAsExpected { actual } => {
+                if let Some(expected) = expected_last_seq {
+                    unexpected_last_seq(map, expected, actual);
+                }
+            }
+            direct_append::Outcome::Full | direct_append::Outcome::Declined => {}
+        }
+    }
+    let written = statements::connect(|session| {
+        if let Some(expected) = expected_last_seq {
+            // Sequences only grow: an expectation below the newest sequence this transaction
+            // sees can never come true, whoever holds the map now.
+            if let Some(next_seq) = state::next_seq_for_writer(session, map.as_str()) {
+                if expected < next_seq - 1 {
+                    unexpected_last_seq(map, expected, next_seq - 1);
+                }
             }
         }
         let state = lock::lock_existing_map(session, map);
         let actual = state.current.next_seq - 1;
-        if actual != expected_last_seq {
-            return Err(ChunkedError::UnexpectedLastSeq {
-                map: map.as_str().to_owned(),
-                expected: expected_last_seq,
-                actual,
-            });
+        if let Some(expected) = expected_last_seq.filter(|expected| *expected != actual) {
+            unexpected_last_seq(map, expected, actual);
         }
-        let written = append_locked(session, map, state, payload, max_chunk_bytes);
+        let state = make_room(session, map, state, payload.bytes(), max_chunk_bytes);
+        let written = match way {
+            Way::Direct => match direct_append::write(
+                map.as_str(),
+                payload,
+                max_chunk_bytes,
+                Some(state.tid),
+                None,
+            ) {
+                direct_append::Outcome::Appended(appended) => Written {
+                    seq: appended.seq,
+                    tid: appended.tid,
+                    announce_on: state.announce_on.clone(),
+                    followed: appended.followed,
+                },
+                direct_append::Outcome::Declined => {
+                    store::write_record(session, map.as_str(), &state, payload)
+                }
+                // the lock is held and the chunk has room: the row cannot have changed
+                direct_append::Outcome::Full | direct_append::Outcome::NotAsExpected { .. } => {
+                    store::lost_state_row(map.as_str())
+                }
+            },
+            Way::Sql => store::write_record(session, map.as_str(), &state, payload),
+        };
         record_move(session, map, written.followed);
-        Ok(written)
-    })
-    .or_raise();
+        written
+    });
     xact::remember_moved(map.as_str());
-    let seq = appended.seq;
-    wrote(map, appended);
+    let seq = written.seq;
+    wrote(map, written);
     seq
 }
 
-/// Appends to a map whose lock the caller holds, archiving its current chunk first if full.
-fn append_locked(
+/// What the rest of the transaction needs of a record written directly at the first try: the
+/// map's move (a followed map, once per transaction) and its channel (an announced map), each
+/// read by a statement only where the map needs it.
+fn wrote_directly(map: MapName<'_>, appended: direct_append::Appended) -> i64 {
+    let announce_on = if (appended.followed && !xact::moved(map.as_str())) || appended.announced {
+        statements::connect(|session| {
+            if appended.followed && !xact::moved(map.as_str()) {
+                store::record_change(session, map.as_str());
+            }
+            appended
+                .announced
+                .then(|| store::announced_on(session, map.as_str(), appended.tid))
+                .flatten()
+        })
+    } else {
+        None
+    };
+    xact::remember_moved(map.as_str());
+    wrote(
+        map,
+        Written {
+            seq: appended.seq,
+            tid: appended.tid,
+            announce_on,
+            followed: appended.followed,
+        },
+    );
+    appended.seq
+}
+
+fn unexpected_last_seq(map: MapName<'_>, expected: i64, actual: i64) -> ! {
+    ChunkedError::UnexpectedLastSeq {
+        map: map.as_str().to_owned(),
+        expected,
+        actual,
+    }
+    .raise()
+}
+
+/// Makes room for a record of `bytes` bytes in the map whose lock the caller holds: archives
+/// its current chunk if full (and applies its retention), and returns the state to write at.
+fn make_room(
     session: &Session,
     map: MapName<'_>,
     state: MapState,
-    payload: Payload<'_>,
+    bytes: usize,
     max_chunk_bytes: usize,
-) -> Written {
-    let state = if state.current.fits(payload.bytes(), max_chunk_bytes) {
-        state
-    } else {
-        let archived = archive_current(session, map, &state, max_chunk_bytes);
-        // one chunk (or the pieces of an oversized one) archived: at most one more removed
-        retention::apply_locked(session, map.as_str(), archived, Some(2)).0
-    };
-    let append_at = if citus::tables_are_distributed(session) {
-        citus::statements::append_at_routed
-    } else {
-        store::append_at
-    };
-    append_at(session, map.as_str(), state.tid, payload, max_chunk_bytes)
-        .unwrap_or_else(|| store::lost_state_row(map.as_str()))
+) -> MapState {
+    if state.current.fits(bytes, max_chunk_bytes) {
+        return state;
+    }
+    let archived = archive_current(session, map, &state, max_chunk_bytes);
+    // one chunk (or the pieces of an oversized one) archived: at most one more removed
+    retention::apply_locked(session, map.as_str(), archived, Some(2)).0
 }
 
 /// Archives the current chunk (the caller holds the map's lock) and returns the state of the
@@ -405,7 +419,6 @@ pub fn drop_map(map: MapName<'_>) -> bool {
 /// Records, for a map a consumer follows, that it moved in this transaction (once per
 /// transaction: see `feed`).
 fn record_move(session: &Session, map: MapName<'_>, followed: bool) {
-    feed::seen_followed(map.as_str(), followed);
     if followed && !xact::moved(map.as_str()) {
         store::record_change(session, map.as_str());
     }

@@ -1,16 +1,18 @@
-//! The one-record append written directly: the map's state row locked and advanced in place and
-//! the record inserted through PostgreSQL's table and index access methods (`pg::heap`), with
-//! no statement planned or run.
+//! One record written directly: the map's state row locked (without waiting) and advanced in
+//! place and the record inserted through PostgreSQL's table and index access methods
+//! (`pg::heap`), with no statement planned or run. One of the two ways a record is written
+//! (`append` says which is taken); the other, the SQL write (`statements::writes::write_record`),
+//! is the reference it is compared against (the differential test).
 //!
-//! It does what the SQL append does (`statements::writes::APPEND` for a transaction's first
-//! append to a map, `APPEND_AT` for the next ones), in the cases it handles, and declines the
-//! others, which then take the SQL path unchanged: the map is absent, held by another
-//! transaction, changed since the snapshot, its chunk is full, its appends are announced, its
-//! numbers would overflow, the tables are distributed (Citus), the
-//! transaction is read-only or in parallel mode, or the storage tables are not as the extension
-//! made them (`pg::heap::Table::open`). Where it declines after taking the row lock, the SQL
-//! statement would have taken it too. Setting `chunked_map.direct_append` off sends every
-//! append through SQL (the differential test compares both).
+//! It does what the lock and the SQL write do together, and reports, with the row locked, what
+//! the caller must handle first: a full chunk (archived by SQL, then this write again) or a
+//! newest sequence other than the one expected. It declines, having written nothing, where the
+//! caller must take the lock by SQL (which waits or says why it cannot): the map is absent,
+//! held by another transaction, or changed since the snapshot; and where the write must be SQL's:
+//! its numbers would overflow, the tables are distributed (Citus), the transaction is read-only
+//! or in parallel mode, or the storage tables are not as the extension made them
+//! (`pg::heap::Table::open`). Setting `chunked_map.direct_append` off sends every record
+//! through SQL.
 //!
 //! What it sees is what the statement would: the command counter is advanced before (earlier
 //! writes of the transaction are visible) and after (its own are, to what follows), and the
@@ -28,6 +30,7 @@ use std::ffi::{c_char, c_int};
 
 use pgrx::pg_sys;
 
+use crate::chunking::CurrentChunk;
 use crate::citus;
 use crate::guc;
 use crate::jsonb::Payload;
@@ -35,37 +38,45 @@ use crate::pg::boundary::catching;
 use crate::pg::heap::{self, Locked, Table, TableName};
 use crate::pg::raw;
 
-/// An append done directly: the record's sequence, the state row's new address, and whether a
-/// consumer of the feed follows the map (the caller records its move, once per transaction).
+/// A record written directly: its sequence, the state row's new address, whether a consumer of
+/// the feed follows the map (the caller records its move, once per transaction) and whether its
+/// appends are announced (the caller reads the channel).
 #[derive(Clone, Copy)]
 pub struct Appended {
     pub seq: i64,
     pub tid: pg_sys::ItemPointerData,
     pub followed: bool,
+    pub announced: bool,
 }
 
-/// What the direct append did.
+/// What the direct write did.
 #[derive(Clone, Copy)]
 pub enum Outcome {
     Appended(Appended),
-    /// The map's state row is locked by this transaction now, and the append is the slow
-    /// path's: the current chunk is full (a rollover) or the map's appends are announced. The
-    /// SQL one-statement append would find the same row and do nothing either.
-    ForTheSlowPath,
-    /// Declined (see the module's description): take the SQL path.
+    /// The map's state row is locked by this transaction now, and the map's newest sequence
+    /// is not the one the caller expected: nothing was written.
+    NotAsExpected {
+        actual: i64,
+    },
+    /// The map's state row is locked by this transaction now, and its current chunk is full:
+    /// the caller archives it (`append::make_room`), then writes again.
+    Full,
+    /// Declined (see the module's description): the caller takes the map's lock by SQL (which
+    /// waits, or says why it cannot) and writes by SQL where this cannot.
     Declined,
 }
 
-/// Appends one record directly. `at`: the address of the state row version this transaction
-/// last wrote, if it remembers it.
-pub fn append(
+/// Writes one record directly. `at`: the address of the state row version this transaction
+/// last wrote, if it remembers it; `expected_last_seq`: write only if the map's newest sequence
+/// is this.
+pub fn write(
     map: &str,
     payload: Payload<'_>,
     max_chunk_bytes: usize,
     at: Option<pg_sys::ItemPointerData>,
+    expected_last_seq: Option<i64>,
 ) -> Outcome {
-    let (Ok(map_len), Ok(bytes)) = (c_int::try_from(map.len()), i64::try_from(payload.bytes()))
-    else {
+    let Ok(map_len) = c_int::try_from(map.len()) else {
         return Outcome::Declined;
     };
     if !can_write_directly() {
@@ -75,9 +86,10 @@ pub fn append(
         map: map.as_ptr().cast(),
         map_len,
         payload: payload.value().datum(),
-        bytes,
-        limit: i64::try_from(max_chunk_bytes).unwrap_or(i64::MAX),
+        bytes: payload.bytes(),
+        limit: max_chunk_bytes,
         at,
+        expected_last_seq,
     };
     let memory = own_memory();
     // SAFETY: the call runs inside `catching` with only plain values in its frames; it switches
@@ -101,7 +113,7 @@ pub fn append(
 /// What the direct path cannot do, by its nature: write distributed tables (Citus routes
 /// statements), or write at all where the statement would be refused (a read-only transaction,
 /// a standby, parallel mode: the SQL path raises PostgreSQL's error).
-fn can_write_directly() -> bool {
+pub fn can_write_directly() -> bool {
     // SAFETY: backend globals and a state query that raises nothing.
     let writable = unsafe { !pg_sys::XactReadOnly && !pg_sys::IsInParallelMode() };
     writable && guc::direct_append() && !citus::is_loaded()
@@ -114,9 +126,10 @@ struct Request {
     map: *const c_char,
     map_len: c_int,
     payload: pg_sys::Datum,
-    bytes: i64,
-    limit: i64,
+    bytes: usize,
+    limit: usize,
     at: Option<pg_sys::ItemPointerData>,
+    expected_last_seq: Option<i64>,
 }
 
 /// The column numbers the append reads and writes.
@@ -240,29 +253,38 @@ unsafe fn advance(
         let mut values = [pg_sys::Datum::from(0usize); MAX_STATE_COLUMNS];
         let mut nulls = [true; MAX_STATE_COLUMNS];
         state.read(slot, &mut values, &mut nulls);
+        // a column number `columns` found in the table, within the row read (or the append
+        // declines)
         let column = |n: c_int| {
-            let i = usize::try_from(n - 1).unwrap_or(0);
-            (!nulls[i]).then_some(values[i])
+            let i = usize::try_from(n.checked_sub(1)?).ok()?;
+            (!*nulls.get(i)?).then(|| values[i])
         };
         let int8 = |n| column(n).map(|datum| datum.value() as i64);
-        let next_seq = int8(columns.next_seq)?;
-        let first_seq = int8(columns.current_first_seq)?;
-        let bytes = int8(columns.current_bytes)?;
-        let chunk_size =
-            column(columns.current_chunk_size).map(|datum| i64::from(datum.value() as i32))?;
+        let chunk = CurrentChunk {
+            first_seq: int8(columns.current_first_seq)?,
+            next_seq: int8(columns.next_seq)?,
+            size: column(columns.current_chunk_size).map(|datum| datum.value() as i32)?,
+            bytes: int8(columns.current_bytes)?,
+        };
         let notify = column(columns.notify)?.value() != 0;
         let followed = column(columns.followed)?.value() != 0;
         if request.at.is_some() && !same_text(column(columns.map)?, request) {
             return None;
         }
-        // the statement's WHERE clause: not announced, the chunk has room
-        // (`statements::writes::has_room`)
-        let new_bytes = bytes.checked_add(request.bytes)?;
-        let has_room = next_seq < first_seq.checked_add(chunk_size)?
-            && (new_bytes <= request.limit || next_seq == first_seq);
-        if notify || !has_room {
-            return Some(Outcome::ForTheSlowPath);
+        let next_seq = chunk.next_seq;
+        if let Some(expected) = request.expected_last_seq {
+            if expected != next_seq - 1 {
+                return Some(Outcome::NotAsExpected {
+                    actual: next_seq - 1,
+                });
+            }
         }
+        if !chunk.fits(request.bytes, request.limit) {
+            return Some(Outcome::Full);
+        }
+        let new_bytes = chunk
+            .bytes
+            .checked_add(i64::try_from(request.bytes).ok()?)?;
         let after = next_seq.checked_add(1)?;
         let tid = state.update(
             slot,
@@ -270,19 +292,28 @@ unsafe fn advance(
             [pg_sys::Datum::from(after), pg_sys::Datum::from(new_bytes)],
         );
         let mut row = [pg_sys::Datum::from(0usize); 3];
-        let at = |n: c_int| usize::try_from(n - 1).unwrap_or(0);
-        row[at(columns.record_map)] = map;
-        row[at(columns.record_seq)] = pg_sys::Datum::from(next_seq);
+        // `columns` checked that the record table has exactly these three
+        let mut set = |n: c_int, value: pg_sys::Datum| {
+            if let Some(slot) = usize::try_from(n - 1).ok().and_then(|i| row.get_mut(i)) {
+                *slot = value;
+            }
+        };
+        set(columns.record_map, map);
+        set(columns.record_seq, pg_sys::Datum::from(next_seq));
         // stored as the SQL path stores it: the value itself, compressed (or moved out of
         // line) by the column's own method, whatever form the caller's datum had
-        row[at(columns.record_payload)] = pg_sys::Datum::from(raw::pg_detoast_datum(
-            request.payload.cast_mut_ptr::<pg_sys::varlena>(),
-        ));
+        set(
+            columns.record_payload,
+            pg_sys::Datum::from(raw::pg_detoast_datum(
+                request.payload.cast_mut_ptr::<pg_sys::varlena>(),
+            )),
+        );
         record.insert(&row, &[false; 3]);
         Some(Outcome::Appended(Appended {
             seq: next_seq,
             tid,
             followed,
+            announced: notify,
         }))
     }
 }
@@ -303,7 +334,9 @@ unsafe fn same_text(stored: pg_sys::Datum, request: Request) -> bool {
             return false;
         }
         let len = varsize_any_exhdr(stored);
-        let expected = usize::try_from(request.map_len).unwrap_or(usize::MAX);
+        let Ok(expected) = usize::try_from(request.map_len) else {
+            return false;
+        };
         len == expected
             && std::slice::from_raw_parts(vardata_any(stored).cast::<u8>(), len)
                 == std::slice::from_raw_parts(request.map.cast::<u8>(), expected)

@@ -39,8 +39,9 @@ pub enum PayloadLimit {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ChunkedError {
-    /// Another open transaction holds the map's lock.
-    #[error("map \"{map}\" is locked by a concurrent append")]
+    /// Another open transaction holds the map's lock (or, for a start, the feed's lock: see
+    /// [`Held::Subscribing`]).
+    #[error("{}", locked_message(.map, *.held))]
     Locked { map: String, held: Held },
 
     /// REPEATABLE READ or SERIALIZABLE: the map was started, dropped or restarted by a
@@ -182,6 +183,18 @@ pub enum ChunkedError {
     /// Something the extension's own statements should never meet.
     #[error("chunked_map: {context}")]
     Internal { context: String },
+}
+
+/// [`ChunkedError::Locked`]'s message: what holds the map up.
+fn locked_message(map: &str, held: Held) -> String {
+    match held {
+        Held::Subscribing => format!(
+            "map \"{map}\" cannot be started while another transaction subscribes or unsubscribes a consumer of the feed"
+        ),
+        Held::Now | Held::For(_) | Held::Deadlock | Held::StartOrDrop => {
+            format!("map \"{map}\" is locked by a concurrent append")
+        }
+    }
 }
 
 impl ChunkedError {

@@ -31,11 +31,6 @@
 //! member (a stable hash of its name), so a map is never delivered to two members at once and
 //! changing the group size neither repeats nor skips an acknowledged record.
 
-use std::cell::RefCell;
-use std::num::NonZeroUsize;
-
-use lru::LruCache;
-
 use crate::citus;
 use crate::error::{ChunkedError, OrRaise};
 use crate::input::{self, ConsumerName, MapName};
@@ -54,41 +49,10 @@ pub struct Delivered<'fcx> {
     pub payload: Option<Jsonb<'fcx>>,
 }
 
-thread_local! {
-    /// Maps this backend found followed at their last append, for the fast path to record the
-    /// move in the same statement. Only a hint: the append of a map found unfollowed here that a
-    /// consumer follows now takes the slow path, which reads `followed` from the state row; a
-    /// map followed no longer is appended to all the same.
-    static FOLLOWED_LAST_SEEN: RefCell<LruCache<String, bool>> =
-        RefCell::new(LruCache::new(HINTS_KEPT));
-}
-
-const HINTS_KEPT: NonZeroUsize = match NonZeroUsize::new(1024) {
-    Some(n) => n,
-    None => unreachable!(),
-};
-
-/// Whether this backend last saw `map` followed (false when it never saw it).
-pub fn last_seen_followed(map: &str) -> bool {
-    FOLLOWED_LAST_SEEN.with(|seen| seen.borrow_mut().get(map).copied().unwrap_or(false))
-}
-
-/// What an append found of `map`'s `followed`.
-pub fn seen_followed(map: &str, followed: bool) {
-    FOLLOWED_LAST_SEEN.with(|seen| {
-        let mut seen = seen.borrow_mut();
-        if followed {
-            seen.put(map.to_owned(), true);
-        } else {
-            seen.pop(map);
-        }
-    });
-}
-
 /// Whether a map started now is followed: on the newest committed state, once no subscription
 /// can be under way (the feed lock, shared).
 pub fn followed_from_its_start(session: &Session, map: MapName<'_>) -> bool {
-    lock::lock_feed_for_start(session, map);
+    lock::lock_feed_for_start(map);
     store::followed(session, map.as_str())
 }
 
@@ -108,7 +72,7 @@ pub fn subscribe(consumer: ConsumerName<'_>, category: Option<&str>, from_start:
     let category = input::category(category).or_raise();
     statements::connect(|session| {
         refuse_on_citus(session);
-        lock::lock_feed_exclusive(session, consumer);
+        lock::lock_feed_exclusive(consumer);
         if session
             .run_on_latest_write(
                 &store::CREATE_CONSUMER,
@@ -134,7 +98,7 @@ pub fn subscribe(consumer: ConsumerName<'_>, category: Option<&str>, from_start:
 pub fn unsubscribe(consumer: ConsumerName<'_>) -> bool {
     statements::connect(|session| {
         refuse_on_citus(session);
-        lock::lock_feed_exclusive(session, consumer);
+        lock::lock_feed_exclusive(consumer);
         if session
             .run_on_latest_write(&store::DELETE_CONSUMER, (consumer.as_str(),))
             .is_empty()

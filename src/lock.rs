@@ -32,13 +32,20 @@ use crate::name_lock::{self, FeedLock, Wait};
 use crate::pg::boundary::{OrRethrow, PgError};
 use crate::pg::spi::Session;
 use crate::statements::state::{self, MapState};
+use crate::xact;
 
 /// How many times a wait that ends with the row gone (dropped, perhaps started again) is tried
 /// again before the caller is told to retry.
 const ATTEMPTS: usize = 3;
 
-/// Takes the map's lock and returns its state; `None` when the map does not exist.
+/// Takes the map's lock and returns its state; `None` when the map does not exist. A map this
+/// transaction wrote already is locked by it: its state is read where the transaction left it.
 pub fn lock_map(session: &Session, map: MapName<'_>) -> Option<MapState> {
+    if let Some(state) = xact::written(map.as_str())
+        .and_then(|tid| state::state_written_at(session, map.as_str(), tid))
+    {
+        return Some(state);
+    }
     // one deadline for every attempt: the call waits up to lock_timeout in all
     let mut deadline: Option<(Instant, i32)> = None;
     for _ in 0..ATTEMPTS {
@@ -114,7 +121,12 @@ fn on_name(
     match guc::lock_timeout_ms() {
         None => locked(map, Held::StartOrDrop),
         Some(ms) => {
-            waiting_up_to(map, ms, || take(session, map, Wait::UpToLockTimeout));
+            waiting_up_to(
+                ms,
+                ms,
+                || take(session, map, Wait::UpToLockTimeout),
+                |held| locked(map, held),
+            );
         }
     }
 }
@@ -122,16 +134,19 @@ fn on_name(
 /// Takes the feed's lock for a start of `map` (see `feed`): shared with other starts, held
 /// while a consumer is being subscribed or unsubscribed: then 40001 at once, or a wait up to
 /// `chunked_map.lock_timeout`.
-pub fn lock_feed_for_start(_session: &Session, map: MapName<'_>) {
+pub fn lock_feed_for_start(map: MapName<'_>) {
     if name_lock::lock_feed(FeedLock::Start, Wait::Never).or_rethrow() {
         return;
     }
     match guc::lock_timeout_ms() {
         None => locked(map, Held::Subscribing),
         Some(ms) => {
-            waiting_up_to(map, ms, || {
-                name_lock::lock_feed(FeedLock::Start, Wait::UpToLockTimeout)
-            });
+            waiting_up_to(
+                ms,
+                ms,
+                || name_lock::lock_feed(FeedLock::Start, Wait::UpToLockTimeout),
+                |_| locked(map, Held::Subscribing),
+            );
         }
     }
 }
@@ -139,32 +154,28 @@ pub fn lock_feed_for_start(_session: &Session, map: MapName<'_>) {
 /// Takes the feed's lock for a subscription or its removal (see `feed`): while a map is being
 /// started (or another consumer subscribed), 40001 at once, or a wait up to
 /// `chunked_map.lock_timeout`.
-pub fn lock_feed_exclusive(_session: &Session, consumer: ConsumerName<'_>) {
+pub fn lock_feed_exclusive(consumer: ConsumerName<'_>) {
     if name_lock::lock_feed(FeedLock::Subscription, Wait::Never).or_rethrow() {
         return;
     }
-    let busy = || {
+    let busy = || -> bool {
         ChunkedError::FeedBusy {
             consumer: consumer.as_str().to_owned(),
         }
         .raise()
     };
-    let Some(ms) = guc::lock_timeout_ms() else {
-        busy()
-    };
-    let outcome = guc::with_server_setting(c"lock_timeout", &format!("{ms}ms"), || {
-        name_lock::lock_feed(FeedLock::Subscription, Wait::UpToLockTimeout)
-    });
-    match outcome {
-        Ok(_) => {}
-        Err(error)
-            if error.sqlstate() == PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE as i32
-                || error.sqlstate() == PgSqlErrorCode::ERRCODE_T_R_DEADLOCK_DETECTED as i32 =>
-        {
-            error.forget();
-            busy()
+    match guc::lock_timeout_ms() {
+        None => {
+            busy();
         }
-        Err(error) => error.rethrow(),
+        Some(ms) => {
+            waiting_up_to(
+                ms,
+                ms,
+                || name_lock::lock_feed(FeedLock::Subscription, Wait::UpToLockTimeout),
+                |_| busy(),
+            );
+        }
     }
 }
 
@@ -197,24 +208,24 @@ fn wait_for_lock(session: &Session, map: MapName<'_>, left: Duration, ms: i32) -
         };
     }
     let left_ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX).max(1);
-    waiting_up_to_reporting(map, left_ms, ms, || {
-        state::lock_state_wait(session, map.as_str())
-    })
+    waiting_up_to(
+        left_ms,
+        ms,
+        || state::lock_state_wait(session, map.as_str()),
+        |held| locked(map, held),
+    )
 }
 
-/// Runs `wait` with the server's `lock_timeout` set to `ms` (restored afterwards; an error
-/// restores it as part of the transaction's abort), reporting a timeout or a deadlock as the
-/// map being locked. Only for waits whose only lock is the map's (or its name's).
-fn waiting_up_to<R>(map: MapName<'_>, ms: i32, wait: impl FnOnce() -> Result<R, PgError>) -> R {
-    waiting_up_to_reporting(map, ms, ms, wait)
-}
-
-/// [`waiting_up_to`] for `wait_ms`, reporting a timeout as the setting's `ms`.
-fn waiting_up_to_reporting<R>(
-    map: MapName<'_>,
+/// Runs `wait` with the server's `lock_timeout` set to `wait_ms` (restored afterwards; an error
+/// restores it as part of the transaction's abort). The one place a wait's timeout or deadlock
+/// is relabelled: `refused` raises the caller's error for it (`Held::For(ms)`, `ms` being the
+/// setting's value for the message, or `Held::Deadlock`). Only for waits whose only lock is the
+/// one the caller names.
+fn waiting_up_to<R>(
     wait_ms: i32,
     ms: i32,
     wait: impl FnOnce() -> Result<R, PgError>,
+    refused: impl FnOnce(Held) -> R,
 ) -> R {
     let outcome = guc::with_server_setting(c"lock_timeout", &format!("{wait_ms}ms"), wait);
     match outcome {
@@ -222,11 +233,11 @@ fn waiting_up_to_reporting<R>(
         // The transaction is aborting: relabel and raise, nothing else.
         Err(error) if error.sqlstate() == PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE as i32 => {
             error.forget();
-            locked(map, Held::For(ms))
+            refused(Held::For(ms))
         }
         Err(error) if error.sqlstate() == PgSqlErrorCode::ERRCODE_T_R_DEADLOCK_DETECTED as i32 => {
             error.forget();
-            locked(map, Held::Deadlock)
+            refused(Held::Deadlock)
         }
         Err(error) => error.rethrow(),
     }

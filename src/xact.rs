@@ -7,11 +7,10 @@
 //!   row a transaction rewrote N times leaves N versions that only its commit lets PostgreSQL
 //!   prune: found through the index, the Nth append of one transaction would walk all of them.
 //!   Remembering the address of the version the transaction wrote last lets the next append of
-//!   the same transaction go straight to it ([`crate::store::append_at`]; the one-statement
-//!   append that a transaction's first append uses does not report the address, so the second
-//!   takes the slow path once to learn it). The address of a version written in a
-//!   subtransaction that rolled back is forgotten with it: its slot may be reused. Bounded: the
-//!   transaction's most recently written maps only.
+//!   the same transaction go straight to it (`direct_append::write` and
+//!   `lock::lock_existing_map` take it). The address of a version written in a subtransaction
+//!   that rolled back is forgotten with it: its slot may be reused. Bounded: the transaction's
+//!   most recently written maps only.
 //! - **Whether the storage tables are distributed** (Citus), looked up once; forgotten when a
 //!   subtransaction rolls back (it may have distributed them).
 //! - **Which maps to announce, on which channel, and up to which sequence.** A committing
@@ -42,15 +41,6 @@ const WRITTEN_KEPT: NonZeroUsize = match NonZeroUsize::new(256) {
     None => unreachable!(),
 };
 
-/// What this transaction knows of a map's state row it wrote.
-#[derive(Debug, Clone, Copy)]
-pub enum Remembered {
-    /// The version it wrote last is at this address.
-    At(pg_sys::ItemPointerData),
-    /// It wrote the row, by the one-statement append, which does not report where.
-    Somewhere,
-}
-
 /// What a commit sends for one map: its newest sequence, on the map's channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Announcement {
@@ -75,7 +65,7 @@ struct Made<T> {
 }
 
 thread_local! {
-    static WRITTEN: RefCell<LruCache<String, Made<Remembered>>> =
+    static WRITTEN: RefCell<LruCache<String, Made<pg_sys::ItemPointerData>>> =
         RefCell::new(LruCache::new(WRITTEN_KEPT));
     /// Maps this transaction appended to, whose move it recorded for the feed if they are
     /// followed (see `feed`); a map forgotten (the oldest of many) is only recorded again.
@@ -96,23 +86,15 @@ fn current_subtransaction() -> pg_sys::SubTransactionId {
     unsafe { pg_sys::GetCurrentSubTransactionId() }
 }
 
-/// What this transaction kept of the state row it wrote for `map`; `None` when it has not
-/// written it (or forgot: only the most recently written maps are kept).
-pub fn written(map: &str) -> Option<Remembered> {
+/// The address of the state row version this transaction wrote last for `map`; `None` when it
+/// has not written it (or forgot: only the most recently written maps are kept).
+pub fn written(map: &str) -> Option<pg_sys::ItemPointerData> {
     WRITTEN.with(|written| written.borrow_mut().get(map).map(|made| made.what))
 }
 
 pub fn remember_written(map: &str, tid: pg_sys::ItemPointerData) {
-    remember(map, Remembered::At(tid));
-}
-
-pub fn remember_written_somewhere(map: &str) {
-    remember(map, Remembered::Somewhere);
-}
-
-fn remember(map: &str, what: Remembered) {
     let made = Made {
-        what,
+        what: tid,
         by: current_subtransaction(),
     };
     WRITTEN.with(|written| {

@@ -1,12 +1,8 @@
 //! The statements only a Citus cluster runs: what Citus is here, distributing the storage and
-//! the functions, where a map's shard lives, and the two routed statements of an append.
+//! the functions, and where a map's shard lives.
 
-use pgrx::pg_sys;
-
-use crate::jsonb::Payload;
-use crate::pg::spi::{Bool, Int8, JsonbValue, NotNull, Nullable, Session, Text, Tid, Void};
+use crate::pg::spi::{Bool, Int8, NotNull, Nullable, Session, Text, Void};
 use crate::statements;
-use crate::statements::writes::{has_room, Written};
 
 /// The storage table the others are colocated with.
 pub const TABLES_ANCHOR: &str = "chunked_map.map_state";
@@ -76,24 +72,6 @@ statements! {
     pub DISTRIBUTE_FUNCTION: Statement<(Text, Text), (Nullable<Void>,)> = write(
         "SELECT pg_catalog.create_distributed_function($1::regprocedure, '$1', colocate_with => $2)"
     );
-
-    /// `APPEND_AT`'s state update alone: Citus runs a CTE that feeds an `INSERT ... SELECT` as
-    /// separate steps through intermediate results (over a connection to the node itself), where
-    /// an `UPDATE ... RETURNING` and an `INSERT ... VALUES` on one map are each routed straight
-    /// to its shard.
-    pub ADVANCE_AT: Statement<(Text, Int8, Int8, Tid), (NotNull<Int8>, NotNull<Tid>, Nullable<Text>, NotNull<Bool>)> = write(concat!(
-        "UPDATE chunked_map.map_state AS s
-         SET next_seq = s.next_seq + 1, current_bytes = s.current_bytes + $2
-         WHERE s.ctid = $4 AND s.map = $1
-           AND ", has_room!(), "
-         RETURNING s.next_seq - 1 AS seq, s.ctid, CASE WHEN s.notify THEN s.notify_channel END,
-                   s.followed"
-    ));
-
-    /// `APPEND_AT`'s record insert alone.
-    pub INSERT_RECORD: Statement<(Text, Int8, JsonbValue), ()> = write(
-        "INSERT INTO chunked_map.current_record (map, seq, payload) VALUES ($1, $2, $3)"
-    );
 }
 
 fn count(rows: crate::pg::spi::Rows<'_, (NotNull<Int8>,)>) -> i64 {
@@ -153,25 +131,4 @@ pub fn is_distributed_function(session: &Session, function: &str) -> bool {
 
 pub fn distribute_function(session: &Session, function: &str, colocate_with: &str) {
     session.run(&DISTRIBUTE_FUNCTION, (function, colocate_with));
-}
-
-/// `APPEND_AT` for distributed tables: [`ADVANCE_AT`], then [`INSERT_RECORD`].
-pub fn append_at_routed(
-    session: &Session,
-    map: &str,
-    tid: pg_sys::ItemPointerData,
-    payload: Payload<'_>,
-    max_chunk_bytes: usize,
-) -> Option<Written> {
-    let bytes = i64::try_from(payload.bytes()).unwrap_or(i64::MAX);
-    let limit = i64::try_from(max_chunk_bytes).unwrap_or(i64::MAX);
-    let (seq, tid, announce_on, followed) =
-        session.run(&ADVANCE_AT, (map, bytes, limit, tid)).first()?;
-    session.run(&INSERT_RECORD, (map, seq, payload.value()));
-    Some(Written {
-        seq,
-        tid,
-        announce_on,
-        followed,
-    })
 }

@@ -85,13 +85,17 @@ statements! {
 
     /// The positions of every consumer that follows a map just started (at its start: a poll
     /// never has to make one, nor wait for another poll making it). A position left from an
-    /// earlier map of the name stays, and counts as none (another incarnation).
+    /// earlier map of the name stays, and counts as none (another incarnation): it is not
+    /// inserted over, since a poll that holds it (an open poll that returned the dropped map's
+    /// records) would make the insert wait for that poll's end.
     pub POSITIONS_FOR_A_NEW_MAP: Statement<(Text,), ()> = write(concat!(
         "INSERT INTO chunked_map.consumer_position (consumer, map, seq, pending, incarnation)
          SELECT c.consumer, s.map, 0, false, s.incarnation
          FROM chunked_map.map_state AS s
          JOIN chunked_map.consumer AS c ON ", follows!("c.category", "s.map"), "
          WHERE s.map = $1
+           AND NOT EXISTS (SELECT 1 FROM chunked_map.consumer_position AS p
+                           WHERE p.consumer = c.consumer AND p.map = s.map)
          ON CONFLICT (consumer, map) DO NOTHING"
     ));
 

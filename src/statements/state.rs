@@ -134,6 +134,15 @@ statements! {
          FOR UPDATE SKIP LOCKED"
     ));
 
+    /// The state row version at `$2`, which this transaction wrote (and so holds the lock of):
+    /// read by its address, without an index probe or a walk through the versions the
+    /// transaction left behind. No row when that version is not the one its snapshot sees.
+    pub STATE_WRITTEN_AT: Statement<(Text, Tid), StateColumns> = write(concat!(
+        "SELECT ", state_columns!(), "
+         FROM chunked_map.map_state AS s
+         WHERE s.ctid = $2 AND s.map = $1"
+    ));
+
     /// The same lock, waiting up to the statement's `lock_timeout` (`chunked_map.lock_timeout`).
     /// Only run after [`LOCK_STATE`] in the same call, so the relation locks it needs are held
     /// already and the only thing it can wait for is the row.
@@ -171,6 +180,18 @@ statements! {
 /// [`LOCK_STATE`]: `None` when the map has no row this transaction can lock now.
 pub fn lock_state(session: &Session, map: &str) -> Option<MapState> {
     session.run(&LOCK_STATE, (map,)).first().map(map_state)
+}
+
+/// [`STATE_WRITTEN_AT`].
+pub fn state_written_at(
+    session: &Session,
+    map: &str,
+    tid: pg_sys::ItemPointerData,
+) -> Option<MapState> {
+    session
+        .run(&STATE_WRITTEN_AT, (map, tid))
+        .first()
+        .map(map_state)
 }
 
 /// [`LOCK_STATE_WAIT`]: `None` when the row went away while waiting (dropped). A timeout, a

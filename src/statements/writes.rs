@@ -23,35 +23,6 @@ pub struct Written {
     pub followed: bool,
 }
 
-/// "The current chunk has room for a record of `$2` bytes, chunks holding at most `$3`": the
-/// SQL form of [`crate::chunking::CurrentChunk::fits`] (a chunk is full at its size in records,
-/// or when the record would take it over the byte limit; an empty chunk takes any record).
-/// Every statement that uses it has the record's bytes as `$2` and the limit as `$3`.
-macro_rules! has_room {
-    () => {
-        "s.next_seq < s.current_first_seq + s.current_chunk_size
-         AND (s.current_bytes + $2 <= $3 OR s.next_seq = s.current_first_seq)"
-    };
-}
-pub(crate) use has_room;
-
-/// The CTE of the one-statement append that records, for a followed map, that it moved in this
-/// transaction (the statement is a transaction's first append to the map): `RECORD_CHANGE` for a
-/// CTE named `$cte` that returns the map's `followed`.
-macro_rules! record_change_cte {
-    ($cte:literal) => {
-        concat!(
-            "moved AS (
-                 INSERT INTO chunked_map.map_change AS m (map, xid, at)
-                 SELECT $1, pg_current_xact_id(), clock_timestamp() FROM ",
-            $cte,
-            " AS f WHERE f.followed
-                 ON CONFLICT (map) DO UPDATE SET xid = excluded.xid, at = excluded.at
-             )"
-        )
-    };
-}
-
 statements! {
     /// Creates the map's state row; no row when one for the map already exists. Under REPEATABLE
     /// READ, PostgreSQL raises 40001 itself when that row was committed after the snapshot. (An
@@ -64,75 +35,31 @@ statements! {
          RETURNING true"
     );
 
-    /// The one-statement append: takes the map's lock without waiting (`SKIP LOCKED`: a row
-    /// another transaction holds is simply not found), advances the state by one record if the
-    /// current chunk has room, and inserts the record; returns its sequence. No row when the map
-    /// is absent, held by another transaction, its current chunk is full, its appends are
-    /// announced, or a consumer of the feed follows it (which the slow path handles, since it
-    /// reports them): the caller then takes the slow path, which also covers a race: under READ COMMITTED, a state row changed by a
-    /// transaction that committed after the statement's snapshot is locked in its newest
-    /// version, which that snapshot cannot update (no row; the slow path's next statement sees
-    /// it). The row is found once, through the index, and updated by its address. The record's
-    /// INSERT is the main statement, so that nothing else is returned: the cheapest form
-    /// PostgreSQL's SQL offers for "lock, advance, insert".
-    pub APPEND: Statement<(Text, Int8, Int8, JsonbValue), (NotNull<Int8>,)> = write(concat!(
-        "WITH advanced AS (
-             UPDATE chunked_map.map_state AS s
-             SET next_seq = s.next_seq + 1, current_bytes = s.current_bytes + $2
-             WHERE s.ctid = (SELECT l.ctid FROM chunked_map.map_state AS l
-                             WHERE l.map = $1 FOR UPDATE SKIP LOCKED)
-               AND s.map = $1
-               AND NOT s.notify
-               AND NOT s.followed
-               AND ", has_room!(), "
-             RETURNING s.next_seq - 1 AS seq
-         )
-         INSERT INTO chunked_map.current_record (map, seq, payload)
-         SELECT $1, a.seq, $4 FROM advanced AS a
-         RETURNING seq"
-    ));
+    /// The SQL write of one record, part one: advances the state row version this transaction
+    /// holds the lock on (found by its address: no index probe, no walk through the versions
+    /// the transaction left behind) by one record of `$2` bytes; returns the record's sequence
+    /// and the version's new address. The caller has checked that the chunk has room
+    /// (`chunking::CurrentChunk::fits`). An `UPDATE ... RETURNING` and an `INSERT ... VALUES`
+    /// on one map are each routed straight to its shard by Citus (a CTE feeding an
+    /// `INSERT ... SELECT` would run as separate steps through intermediate results).
+    pub ADVANCE_AT: Statement<(Text, Int8, Tid), (NotNull<Int8>, NotNull<Tid>)> = write(
+        "UPDATE chunked_map.map_state AS s
+         SET next_seq = s.next_seq + 1, current_bytes = s.current_bytes + $2
+         WHERE s.ctid = $3 AND s.map = $1
+         RETURNING s.next_seq - 1 AS seq, s.ctid"
+    );
 
-    /// [`APPEND`] for a map a consumer of the feed follows (as this backend last saw it): the
-    /// same, and the map's move recorded (`RECORD_CHANGE`) when it is followed. A map followed
-    /// no longer is appended to all the same (the move is not recorded). Its extra common table
-    /// expression costs every append that runs it (17k instructions, bench/callgrind.sh): maps
-    /// nobody follows use [`APPEND`].
-    pub APPEND_RECORDING_ITS_MOVE: Statement<(Text, Int8, Int8, JsonbValue), (NotNull<Int8>,)> = write(concat!(
-        "WITH advanced AS (
-             UPDATE chunked_map.map_state AS s
-             SET next_seq = s.next_seq + 1, current_bytes = s.current_bytes + $2
-             WHERE s.ctid = (SELECT l.ctid FROM chunked_map.map_state AS l
-                             WHERE l.map = $1 FOR UPDATE SKIP LOCKED)
-               AND s.map = $1
-               AND NOT s.notify
-               AND ", has_room!(), "
-             RETURNING s.next_seq - 1 AS seq, s.followed
-         ), ", record_change_cte!("advanced"), "
-         INSERT INTO chunked_map.current_record (map, seq, payload)
-         SELECT $1, a.seq, $4 FROM advanced AS a
-         RETURNING seq"
-    ));
+    /// The SQL write of one record, part two: the record itself.
+    pub INSERT_RECORD: Statement<(Text, Int8, JsonbValue), ()> = write(
+        "INSERT INTO chunked_map.current_record (map, seq, payload) VALUES ($1, $2, $3)"
+    );
 
-    /// The same append on a state row version this transaction already holds the lock on (read
-    /// by `LOCK_STATE` or written by an earlier append of the same transaction): found by its
-    /// address, without an index probe or a walk through the versions the transaction left
-    /// behind. No row when that version is no longer the visible one, or the chunk is full.
-    pub APPEND_AT: Statement<(Text, Int8, Int8, JsonbValue, Tid), (NotNull<Int8>, NotNull<Tid>, Nullable<Text>, NotNull<Bool>)> =
-        write(concat!(
-            "WITH advanced AS (
-                 UPDATE chunked_map.map_state AS s
-                 SET next_seq = s.next_seq + 1, current_bytes = s.current_bytes + $2
-                 WHERE s.ctid = $5 AND s.map = $1
-                   AND ", has_room!(), "
-                 RETURNING s.next_seq - 1 AS seq, s.ctid,
-                           CASE WHEN s.notify THEN s.notify_channel END AS notify_channel,
-                           s.followed
-             ), appended AS (
-                 INSERT INTO chunked_map.current_record (map, seq, payload)
-                 SELECT $1, a.seq, $4 FROM advanced AS a
-             )
-             SELECT a.seq, a.ctid, a.notify_channel, a.followed FROM advanced AS a"
-        ));
+    /// The map's channel while its notifications are on, from the state row version this
+    /// transaction wrote (after a direct write to an announced map).
+    pub ANNOUNCED_ON: Statement<(Text, Tid), (Nullable<Text>,)> = write(
+        "SELECT CASE WHEN s.notify THEN s.notify_channel END
+         FROM chunked_map.map_state AS s WHERE s.ctid = $2 AND s.map = $1"
+    );
 
     /// Records that the map moved in this transaction (see `feed`): the map's row of
     /// `map_change` carries the transaction's id. Run once per transaction and map, by the
@@ -215,14 +142,19 @@ statements! {
          RETURNING s.ctid"
     );
 
-    /// Turns the announcement of committed appends on or off. The map gets its channel the
-    /// first time they are turned on, and keeps it: `chunked_map_` and a random UUID's 32
-    /// hexadecimal digits, a name no role can guess from the map's.
-    pub SET_NOTIFY: Statement<(Text, Tid, Bool), (NotNull<Tid>, Nullable<Text>)> = write(
+    /// A new notification channel: `chunked_map_` and a random UUID's 32 hexadecimal digits, a
+    /// name no role can guess from the map's. Made by a statement of its own, on the node the
+    /// call runs on: Citus refuses a volatile function in an `UPDATE` of a distributed table.
+    pub NEW_CHANNEL: Statement<(), (NotNull<Text>,)> = read(
+        "SELECT 'chunked_map_' || pg_catalog.replace(pg_catalog.gen_random_uuid()::text, '-', '')"
+    );
+
+    /// Turns the announcement of committed appends on or off. The map gets its channel (`$4`,
+    /// from [`NEW_CHANNEL`]) the first time they are turned on, and keeps it.
+    pub SET_NOTIFY: Statement<(Text, Tid, Bool, Text), (NotNull<Tid>, Nullable<Text>)> = write(
         "UPDATE chunked_map.map_state AS s
          SET notify = $3,
-             notify_channel = CASE WHEN $3 AND s.notify_channel IS NULL
-                                   THEN 'chunked_map_' || replace(gen_random_uuid()::text, '-', '')
+             notify_channel = CASE WHEN $3 AND s.notify_channel IS NULL THEN $4
                                    ELSE s.notify_channel END
          WHERE s.ctid = $2 AND s.map = $1
          RETURNING s.ctid, s.notify_channel"
@@ -272,53 +204,35 @@ pub fn record_change(session: &Session, map: &str) {
     session.run(&RECORD_CHANGE, (map,));
 }
 
-/// The record's bytes and the chunk's byte limit, as the statements take them.
-fn sizes(payload: Payload<'_>, max_chunk_bytes: usize) -> (i64, i64) {
-    (
-        i64::try_from(payload.bytes()).unwrap_or(i64::MAX),
-        i64::try_from(max_chunk_bytes).unwrap_or(i64::MAX),
-    )
-}
-
-/// [`APPEND`], or [`APPEND_RECORDING_ITS_MOVE`] for a map `followed` (as far as the caller
-/// knows): the record's sequence, `None` for "take the slow path".
-pub fn append(
+/// The SQL write of one record ([`ADVANCE_AT`], then [`INSERT_RECORD`]) into the map whose
+/// lock this transaction holds, its state row version at `state.tid`, the chunk having room.
+pub fn write_record(
     session: &Session,
     map: &str,
+    state: &MapState,
     payload: Payload<'_>,
-    max_chunk_bytes: usize,
-    followed: bool,
-) -> Option<i64> {
-    let (bytes, limit) = sizes(payload, max_chunk_bytes);
-    let statement = if followed {
-        &APPEND_RECORDING_ITS_MOVE
-    } else {
-        &APPEND
-    };
-    session
-        .run(statement, (map, bytes, limit, payload.value()))
+) -> Written {
+    let bytes = i64::try_from(payload.bytes()).unwrap_or(i64::MAX);
+    let (seq, tid) = session
+        .run(&ADVANCE_AT, (map, bytes, state.tid))
         .first()
-        .map(|(seq,)| seq)
+        .unwrap_or_else(|| lost_state_row(map));
+    session.run(&INSERT_RECORD, (map, seq, payload.value()));
+    Written {
+        seq,
+        tid,
+        announce_on: state.announce_on.clone(),
+        followed: state.followed,
+    }
 }
 
-/// [`APPEND_AT`]: `None` when `tid` is not the visible version or the chunk is full.
-pub fn append_at(
-    session: &Session,
-    map: &str,
-    tid: pg_sys::ItemPointerData,
-    payload: Payload<'_>,
-    max_chunk_bytes: usize,
-) -> Option<Written> {
-    let (bytes, limit) = sizes(payload, max_chunk_bytes);
+/// [`ANNOUNCED_ON`].
+pub fn announced_on(session: &Session, map: &str, tid: pg_sys::ItemPointerData) -> Option<String> {
     session
-        .run(&APPEND_AT, (map, bytes, limit, payload.value(), tid))
+        .run(&ANNOUNCED_ON, (map, tid))
         .first()
-        .map(|(seq, tid, announce_on, followed)| Written {
-            seq,
-            tid,
-            announce_on,
-            followed,
-        })
+        .unwrap_or_else(|| lost_state_row(map))
+        .0
 }
 
 /// [`ARCHIVE_CURRENT_RANGE`].
@@ -456,8 +370,21 @@ pub fn set_notify(
     state: &MapState,
     enabled: bool,
 ) -> (pg_sys::ItemPointerData, Option<String>) {
+    // made for a map turned on (it is kept only where the map has none yet)
+    let channel = enabled.then(|| {
+        session
+            .run(&NEW_CHANNEL, ())
+            .first()
+            .map(|(channel,)| channel)
+            .unwrap_or_else(|| {
+                ChunkedError::Internal {
+                    context: "no notification channel was made".to_owned(),
+                }
+                .raise()
+            })
+    });
     session
-        .run(&SET_NOTIFY, (map, state.tid, enabled))
+        .run(&SET_NOTIFY, (map, state.tid, enabled, channel.as_deref()))
         .first()
         .unwrap_or_else(|| lost_state_row(map))
 }
