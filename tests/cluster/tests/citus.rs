@@ -121,7 +121,9 @@ fn distributing_keeps_existing_maps_and_calls_run_on_the_node_holding_the_map() 
             "chunked_map.chunked_register_many(text,jsonb[])",
             "chunked_map.chunked_set_chunk_size(text,integer)",
             "chunked_map.chunked_set_notify(text,boolean)",
+            "chunked_map.chunked_set_retention(text,bigint,interval)",
             "chunked_map.chunked_start(text,integer)",
+            "chunked_map.chunked_trim(text,bigint)",
             "chunked_map.chunked_verify(text)",
         ]
     );
@@ -835,10 +837,25 @@ fn trim_and_retention_work_on_distributed_maps_and_the_feed_says_it_is_not_there
         .query_one("SELECT chunked_map.chunked_apply_retention()", &[])
         .unwrap()
         .get(0);
+    // t2 (newest 6 kept, chunks of 5): its rollovers at 26 and 31 removed two chunks each (the
+    // bound of a rollover: one more than it archived), leaving 21..25, 26..30 and 31..33; the
+    // newest 6 are 28..33, so 21..25 is due too
+    assert_eq!(oldest_t2, 21, "each rollover removed at most two chunks");
     assert_eq!(
-        applied, 40,
-        "t3 and t4: 1..20 each (the newest 3 are in 21..23)"
+        applied, 45,
+        "t3 and t4: 1..20 each (the newest 3 are in 21..23); t2: 21..25"
     );
+    let oldest: Vec<i64> = coordinator
+        .query(
+            "SELECT (chunked_map.chunked_info(m) ->> 'oldest_seq')::bigint
+             FROM unnest(ARRAY['t2', 't3', 't4']) AS m",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(oldest, [26, 21, 21]);
     for map in ["t1", "t2", "t3", "t4"] {
         let report = query_json(&mut coordinator, "chunked_map.chunked_verify($1)", &[&map]);
         assert_eq!(report["consistent"], true, "{map}: {report}");
