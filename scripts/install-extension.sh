@@ -2,9 +2,14 @@
 # Builds chunked_map and installs it into the PostgreSQL of $PG_MAJOR (scripts/lib.sh), with the install scripts
 # of earlier versions (which `cargo pgrx install` does not copy) so that
 # `CREATE EXTENSION chunked_map VERSION '0.1.0'` and upgrades from it work.
-# Usage: install-extension.sh [--release]
+# Usage: install-extension.sh [--pg N] [--release]
 set -euo pipefail
+source "$(dirname "$0")/pg-option.sh"
 source "$(dirname "$0")/lib.sh"
+case "${1:-}" in
+"" | --release) [ $# -le 1 ] || refuse_arguments "scripts/install-extension.sh [--pg N] [--release]" "${@:2}" ;;
+*) refuse_arguments "scripts/install-extension.sh [--pg N] [--release]" "$@" ;;
+esac
 cd "$REPO_ROOT"
 
 sudo_flag=()

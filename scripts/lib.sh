@@ -64,3 +64,14 @@ debian_suite() {
     *) return 1 ;;
     esac
 }
+
+# Refuses arguments a script does not take: `refuse_arguments "USAGE" "$@"` after the script has
+# taken its own.
+refuse_arguments() {
+    local usage=$1
+    shift
+    if [ $# -gt 0 ]; then
+        echo "$(basename "$0"): unexpected argument '$1'; usage: $usage" >&2
+        exit 2
+    fi
+}

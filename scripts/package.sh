@@ -8,10 +8,26 @@
 # install and upgrade script under its extension directory. The version is Cargo.toml's.
 # Only tools from Debian's packages (dpkg-deb, dpkg-shlibdeps). Prints the package's path.
 # Its Depends are those of the system it is built on: build it on the distribution it is for
-# (scripts/chroot.sh run 17 scripts/package.sh). Usage: scripts/package.sh
+# (17 and 18 are built in their chroot, made the first time).
+# Usage: scripts/package.sh [--pg N]   (N: 15, the default, 17 or 18; 16 has no Debian package)
 set -euo pipefail
+source "$(dirname "$0")/pg-option.sh"
 source "$(dirname "$0")/lib.sh"
+refuse_arguments "scripts/package.sh [--pg N]" "$@"
 cd "$REPO_ROOT"
+
+case "$PG_MAJOR" in
+15) ;;
+16)
+    echo "package.sh: no Debian suite ships PostgreSQL 16, so there is no package to depend on (docs/install.md builds it from source)" >&2
+    exit 2
+    ;;
+17 | 18)
+    if [ ! -f /etc/chunked_map-chroot ]; then
+        exec "$REPO_ROOT/scripts/chroot.sh" run "$PG_MAJOR" scripts/package.sh
+    fi
+    ;;
+esac
 
 scripts/prerequisites.sh >&2
 version=$(cargo metadata --no-deps --format-version 1 |

@@ -7,13 +7,21 @@
 # Prints the path of its pg_config. Usage: scripts/pg16.sh
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+refuse_arguments "scripts/pg16.sh" "$@"
 
 version=0.1.4
 root=$CACHE_DIR/pg16
 if [ ! -x "$PG16_ROOT/bin/pg_config" ] || [ ! -f "$root/.unpacked-$version" ]; then
     log "PostgreSQL 16: PyPI's pgserver $version wheel (once)"
     mkdir -p "$root/download"
-    python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+    # pip from a virtual environment of its own where the machine's Python has none (Debian's
+    # python3 comes without pip; python3-venv brings ensurepip)
+    python=python3
+    if ! python3 -m pip --version >/dev/null 2>&1; then
+        [ -x "$root/venv/bin/python" ] || python3 -m venv "$root/venv" >&2
+        python=$root/venv/bin/python
+    fi
+    "$python" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
         --python-version 3.11 --platform manylinux2014_x86_64 \
         -d "$root/download" "pgserver==$version" >&2
     wheel=$(ls "$root"/download/pgserver-"$version"-*.whl | head -n 1)

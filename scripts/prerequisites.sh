@@ -4,8 +4,11 @@
 # bindgen, the client examples' toolchains on this machine), the PostgreSQL 16 wheel
 # (scripts/pg16.sh), cargo-pgrx at the pinned version, and `cargo pgrx init` for $PG_MAJOR.
 # Inside a chroot of scripts/chroot.sh, only what the chroot does not have yet.
+# Usage: scripts/prerequisites.sh [--pg N]
 set -euo pipefail
+source "$(dirname "$0")/pg-option.sh"
 source "$(dirname "$0")/lib.sh"
+refuse_arguments "scripts/prerequisites.sh [--pg N]" "$@"
 
 in_chroot=false
 [ -f /etc/chunked_map-chroot ] && in_chroot=true

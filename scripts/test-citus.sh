@@ -5,7 +5,9 @@
 # says so in one line and exits 0. The extension must be installed (scripts/install-extension.sh;
 # scripts/test.sh does both). Its last line says which Citus and PostgreSQL it ran and how many
 # tests passed.
+# Usage: scripts/test-citus.sh [--pg N] [NAME_FILTER...]
 set -euo pipefail
+source "$(dirname "$0")/pg-option.sh"
 source "$(dirname "$0")/lib.sh"
 
 control="$("$PG_CONFIG" --sharedir)/extension/citus.control"

@@ -7,7 +7,9 @@
 #      --with-clients also the client and consumer examples (they test the clients, and run
 #      once, on PostgreSQL 15)
 # Any other argument is passed to the cluster test binaries as a name filter.
+# Usage: scripts/test-version.sh [--pg N] [--with-clients] [NAME_FILTER...]
 set -euo pipefail
+source "$(dirname "$0")/pg-option.sh"
 source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
 
