@@ -18,7 +18,7 @@ use crate::pg::spi::Session;
 use crate::retention;
 use crate::statements;
 use crate::statements::state::{self, MapState};
-use crate::statements::writes::{self as store, Written};
+use crate::statements::writes::{self, Written};
 use crate::token::archived_token;
 use crate::xact::{self, Announcement};
 
@@ -61,7 +61,7 @@ pub fn start(map: MapName<'_>, chunk_size: i32) -> bool {
             return false;
         }
         let followed = feed::followed_from_its_start(session, map);
-        let started = store::start(session, map.as_str(), chunk_size, followed);
+        let started = writes::start(session, map.as_str(), chunk_size, followed);
         if started && followed {
             feed::positions_for_a_new_map(session, map);
         }
@@ -161,14 +161,14 @@ pub fn append(map: MapName<'_>, payload: Jsonb<'_>, expected_last_seq: Option<i6
                     followed: appended.followed,
                 },
                 direct_append::Outcome::Declined => {
-                    store::write_record(session, map.as_str(), &state, payload)
+                    writes::write_record(session, map.as_str(), &state, payload)
                 }
                 // the lock is held and the chunk has room: the row cannot have changed
                 direct_append::Outcome::Full | direct_append::Outcome::NotAsExpected { .. } => {
-                    store::lost_state_row(map.as_str())
+                    writes::lost_state_row(map.as_str())
                 }
             },
-            Way::Sql => store::write_record(session, map.as_str(), &state, payload),
+            Way::Sql => writes::write_record(session, map.as_str(), &state, payload),
         };
         record_move(session, map, written.followed);
         written
@@ -186,11 +186,11 @@ fn wrote_directly(map: MapName<'_>, appended: direct_append::Appended) -> i64 {
     let announce_on = if (appended.followed && !xact::moved(map.as_str())) || appended.announced {
         statements::connect(|session| {
             if appended.followed && !xact::moved(map.as_str()) {
-                store::record_change(session, map.as_str());
+                writes::record_change(session, map.as_str());
             }
             appended
                 .announced
-                .then(|| store::announced_on(session, map.as_str(), appended.tid))
+                .then(|| writes::announced_on(session, map.as_str(), appended.tid))
                 .flatten()
         })
     } else {
@@ -249,7 +249,7 @@ fn archive_current(
     let oversized = usize::try_from(chunk.bytes).map_or(true, |bytes| bytes > max_chunk_bytes);
     let pieces: Vec<std::ops::Range<i64>> = if oversized {
         let sizes =
-            store::current_payload_sizes(session, map.as_str(), chunk.first_seq..chunk.next_seq);
+            writes::current_payload_sizes(session, map.as_str(), chunk.first_seq..chunk.next_seq);
         chunking::cut(&sizes, usize::MAX, max_chunk_bytes)
             .into_iter()
             .map(|piece| chunk.first_seq + to_i64(piece.start)..chunk.first_seq + to_i64(piece.end))
@@ -259,7 +259,7 @@ fn archive_current(
     };
     let mut newest = state.newest_archived_token.clone();
     for piece in &pieces {
-        store::archive_current_range(
+        writes::archive_current_range(
             session,
             map.as_str(),
             piece.clone(),
@@ -269,7 +269,7 @@ fn archive_current(
         newest = Some(archived_token(piece.start));
     }
     let newest = newest.unwrap_or_else(|| archived_token(chunk.first_seq));
-    store::close_current(session, map.as_str(), state, &newest, to_i64(pieces.len()))
+    writes::close_current(session, map.as_str(), state, &newest, to_i64(pieces.len()))
 }
 
 /// Appends every payload in order under one lock; returns the first and last sequence
@@ -307,7 +307,7 @@ pub fn append_many(map: MapName<'_>, payloads: JsonbArray<'_>) -> (i64, i64) {
 
         if fill > 0 {
             memory.with_array(&payloads[..fill], |array| {
-                store::append_payloads(session, map.as_str(), state.current.next_seq, array)
+                writes::append_payloads(session, map.as_str(), state.current.next_seq, array)
             });
             state.current.next_seq += to_i64(fill);
             state.current.bytes += total_bytes(&sizes[..fill]);
@@ -317,7 +317,7 @@ pub fn append_many(map: MapName<'_>, payloads: JsonbArray<'_>) -> (i64, i64) {
             for chunk in full {
                 let first_seq = state.current.next_seq;
                 memory.with_array(&payloads[chunk.clone()], |array| {
-                    store::archive_payloads(
+                    writes::archive_payloads(
                         session,
                         map.as_str(),
                         first_seq,
@@ -332,13 +332,13 @@ pub fn append_many(map: MapName<'_>, payloads: JsonbArray<'_>) -> (i64, i64) {
                 archived += 1;
             }
             memory.with_array(&payloads[last.clone()], |array| {
-                store::append_payloads(session, map.as_str(), state.current.next_seq, array)
+                writes::append_payloads(session, map.as_str(), state.current.next_seq, array)
             });
             state.current.size = state.chunk_size;
             state.current.next_seq += to_i64(last.len());
             state.current.bytes = total_bytes(&sizes[last.clone()]);
         }
-        state.tid = store::advance_state(session, map.as_str(), &state, archived);
+        state.tid = writes::advance_state(session, map.as_str(), &state, archived);
         if !chunks.is_empty() {
             // `archived + 1` chunks archived (the current one, and the batch's full ones): at
             // most one more than that removed
@@ -373,7 +373,7 @@ pub fn append_many(map: MapName<'_>, payloads: JsonbArray<'_>) -> (i64, i64) {
 pub fn set_chunk_size(map: MapName<'_>, chunk_size: i32) {
     let tid = statements::connect(|session| {
         let state = lock::lock_existing_map(session, map);
-        store::set_chunk_size(session, map.as_str(), &state, chunk_size)
+        writes::set_chunk_size(session, map.as_str(), &state, chunk_size)
     });
     xact::remember_written(map.as_str(), tid);
 }
@@ -384,13 +384,13 @@ pub fn set_chunk_size(map: MapName<'_>, chunk_size: i32) {
 pub fn set_notify(map: MapName<'_>, enabled: bool) {
     let (tid, channel, appended_up_to) = statements::connect(|session| {
         let state = lock::lock_existing_map(session, map);
-        let (tid, channel) = store::set_notify(session, map.as_str(), &state, enabled);
+        let (tid, channel) = writes::set_notify(session, map.as_str(), &state, enabled);
         // The newest record is in the current chunk (an append always leaves it there); when
         // this transaction inserted it, the transaction appended to the map.
         let newest = state.current.next_seq - 1;
         let appended = enabled
             && newest >= 1
-            && store::inserted_by_this_transaction(session, map.as_str(), newest);
+            && writes::inserted_by_this_transaction(session, map.as_str(), newest);
         (tid, channel, appended.then_some(newest))
     });
     xact::remember_written(map.as_str(), tid);
@@ -410,7 +410,7 @@ pub fn drop_map(map: MapName<'_>) -> bool {
         if lock::lock_map(session, map).is_none() {
             return false;
         }
-        store::drop_map(session, map.as_str());
+        writes::drop_map(session, map.as_str());
         xact::forget_dropped(map.as_str());
         true
     })
@@ -420,7 +420,7 @@ pub fn drop_map(map: MapName<'_>) -> bool {
 /// transaction: see `feed`).
 fn record_move(session: &Session, map: MapName<'_>, followed: bool) {
     if followed && !xact::moved(map.as_str()) {
-        store::record_change(session, map.as_str());
+        writes::record_change(session, map.as_str());
     }
 }
 

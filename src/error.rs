@@ -1,6 +1,6 @@
 //! Every failure the extension reports, and the one place each becomes a SQLSTATE, a message, a
-//! detail and a hint. The README's error table has a row for each variant, in this order, and
-//! rows for what PostgreSQL raises itself. Raising one unwinds to the function PostgreSQL called
+//! detail and a hint. The README's error table has a row for each variant (grouped by SQLSTATE,
+//! not in this order), and rows for what PostgreSQL or the install script raises itself. Raising one unwinds to the function PostgreSQL called
 //! (`pg::boundary`), which reports it.
 //!
 //! Errors PostgreSQL raises itself while a function runs (a serialization failure under

@@ -38,7 +38,7 @@ use crate::jsonb::Jsonb;
 use crate::lock;
 use crate::pg::spi::{CallerMemory, Session};
 use crate::statements;
-use crate::statements::feed as store;
+use crate::statements::feed as feed_statements;
 use crate::statements::reads::Records;
 
 /// One delivered row: a record, or (payload `None`) the sign that records up to `seq` were
@@ -53,12 +53,12 @@ pub struct Delivered<'fcx> {
 /// can be under way (the feed lock, shared).
 pub fn followed_from_its_start(session: &Session, map: MapName<'_>) -> bool {
     lock::lock_feed_for_start(map);
-    store::followed(session, map.as_str())
+    feed_statements::followed(session, map.as_str())
 }
 
 /// After the start of a followed map: every consumer that follows it gets its position now.
 pub fn positions_for_a_new_map(session: &Session, map: MapName<'_>) {
-    session.run_on_latest_write(&store::POSITIONS_FOR_A_NEW_MAP, (map.as_str(),));
+    session.run_on_latest_write(&feed_statements::POSITIONS_FOR_A_NEW_MAP, (map.as_str(),));
 }
 
 fn refuse_on_citus(session: &Session) {
@@ -75,19 +75,19 @@ pub fn subscribe(consumer: ConsumerName<'_>, category: Option<&str>, from_start:
         lock::lock_feed_exclusive(consumer);
         if session
             .run_on_latest_write(
-                &store::CREATE_CONSUMER,
+                &feed_statements::CREATE_CONSUMER,
                 (consumer.as_str(), category, from_start),
             )
             .is_empty()
         {
             return false;
         }
-        session.run_on_latest_write(&store::BASE_HORIZON, (consumer.as_str(),));
-        session.run_on_latest_write(&store::FOLLOW_CATEGORY, (category,));
+        session.run_on_latest_write(&feed_statements::BASE_HORIZON, (consumer.as_str(),));
+        session.run_on_latest_write(&feed_statements::FOLLOW_CATEGORY, (category,));
         let positions = if from_start {
-            &store::POSITIONS_FROM_START
+            &feed_statements::POSITIONS_FROM_START
         } else {
-            &store::POSITIONS_AT_NEWEST
+            &feed_statements::POSITIONS_AT_NEWEST
         };
         session.run_on_latest_write(positions, (consumer.as_str(), category));
         true
@@ -100,12 +100,12 @@ pub fn unsubscribe(consumer: ConsumerName<'_>) -> bool {
         refuse_on_citus(session);
         lock::lock_feed_exclusive(consumer);
         if session
-            .run_on_latest_write(&store::DELETE_CONSUMER, (consumer.as_str(),))
+            .run_on_latest_write(&feed_statements::DELETE_CONSUMER, (consumer.as_str(),))
             .is_empty()
         {
             return false;
         }
-        session.run_on_latest_write(&store::UNFOLLOW, ());
+        session.run_on_latest_write(&feed_statements::UNFOLLOW, ());
         true
     })
 }
@@ -122,7 +122,7 @@ pub fn poll<'fcx>(
     let consumer = consumer.as_str();
     statements::connect(|session| {
         refuse_on_citus(session);
-        let Some(category) = store::consumer(session, consumer) else {
+        let Some(category) = feed_statements::consumer(session, consumer) else {
             return Err(ChunkedError::ConsumerNotFound {
                 consumer: consumer.to_owned(),
             });
@@ -134,7 +134,7 @@ pub fn poll<'fcx>(
             None => return Ok(Vec::new()),
         };
         let budget = i64::from(max_records);
-        let (xmin, candidates) = store::candidates(
+        let (xmin, candidates) = feed_statements::candidates(
             session,
             consumer,
             horizon,
@@ -177,7 +177,10 @@ pub fn poll<'fcx>(
             }
         }
         let next = unfinished.map_or(xmin, |held| held.min(xmin));
-        session.run(&store::MOVE_HORIZON, (consumer, group_size, member, next));
+        session.run(
+            &feed_statements::MOVE_HORIZON,
+            (consumer, group_size, member, next),
+        );
         Ok(delivered)
     })
     .or_raise()
@@ -194,7 +197,10 @@ fn member_horizon(
 ) -> Option<i64> {
     let lock = || {
         session
-            .run(&store::MEMBER_HORIZON, (consumer, group_size, member))
+            .run(
+                &feed_statements::MEMBER_HORIZON,
+                (consumer, group_size, member),
+            )
             .first()
             .map(|(horizon,)| horizon)
     };
@@ -202,7 +208,10 @@ fn member_horizon(
         return Some(horizon);
     }
     let exists = session
-        .run(&store::MEMBER_EXISTS, (consumer, group_size, member))
+        .run(
+            &feed_statements::MEMBER_EXISTS,
+            (consumer, group_size, member),
+        )
         .first()
         .is_some_and(|(exists,)| exists);
     if exists {
@@ -210,13 +219,13 @@ fn member_horizon(
         return None;
     }
     let has_horizon = session
-        .run(&store::HAS_HORIZON, (consumer,))
+        .run(&feed_statements::HAS_HORIZON, (consumer,))
         .first()
         .is_some_and(|(has,)| has);
     if !has_horizon {
-        session.run(&store::RESTORED_HORIZON, (consumer, category));
+        session.run(&feed_statements::RESTORED_HORIZON, (consumer, category));
     }
-    session.run(&store::ADD_MEMBER, (consumer, group_size, member));
+    session.run(&feed_statements::ADD_MEMBER, (consumer, group_size, member));
     lock()
 }
 
@@ -229,10 +238,12 @@ fn deliver<'fcx>(
     map: &str,
     budget: i64,
 ) -> Option<(Vec<Delivered<'fcx>>, bool)> {
-    let (mut position, position_incarnation) = store::lock_position(session, consumer, map)?;
+    let (mut position, position_incarnation) =
+        feed_statements::lock_position(session, consumer, map)?;
     // dropped since it was looked at: nothing more (a map started again under the name is
     // looked at through its own move)
-    let Some((next_seq, oldest_seq, incarnation)) = store::extent_now(session, map) else {
+    let Some((next_seq, oldest_seq, incarnation)) = feed_statements::extent_now(session, map)
+    else {
         return Some((Vec::new(), true));
     };
     if position_incarnation != incarnation {
@@ -257,7 +268,7 @@ fn deliver<'fcx>(
     if budget > 0 && position < next_seq - 1 {
         let end = next_seq.min(position.saturating_add(budget).saturating_add(1));
         let records: Records<'fcx> = session
-            .run(&store::RECORDS_NOW, (map, position, end, budget))
+            .run(&feed_statements::RECORDS_NOW, (map, position, end, budget))
             .iter()
             .map(|(seq, payload)| (seq, payload.copy_to(caller)))
             .collect();
@@ -282,7 +293,7 @@ fn deliver<'fcx>(
     }
     let finished = position >= next_seq - 1;
     session.run(
-        &store::MOVE_POSITION,
+        &feed_statements::MOVE_POSITION,
         (consumer, map, position, finished, incarnation),
     );
     Some((rows, finished))

@@ -21,7 +21,7 @@ use crate::input::MapName;
 use crate::pg::boundary::{catching, PgError};
 use crate::pg::raw;
 use crate::pg::spi::Session;
-use crate::statements::writes as store;
+use crate::statements::writes;
 
 /// The fourth field of the tag: neither 1 nor 2, the values of PostgreSQL's own advisory locks.
 const LOCK_SPACE: u16 = 0x434d;
@@ -123,7 +123,7 @@ fn key(session: &Session) -> [u64; 2] {
             return key;
         }
     }
-    let secret = store::installation_secret(session);
+    let secret = writes::installation_secret(session);
     let word = |at: usize| {
         let mut bytes = [0_u8; 8];
         for (i, byte) in bytes.iter_mut().enumerate() {

@@ -22,7 +22,7 @@ use crate::input::{self, MapName};
 use crate::lock;
 use crate::pg::spi::Session;
 use crate::statements;
-use crate::statements::retention::{self as store, Aged};
+use crate::statements::retention::{self as retention_statements, Aged};
 use crate::statements::state::{self, MapState};
 use crate::xact;
 
@@ -35,12 +35,13 @@ pub fn trim(map: MapName<'_>, before_seq: i64) -> i64 {
         let first_kept = if before_seq >= state.current.first_seq {
             state.current.first_seq
         } else {
-            store::chunk_holding(session, map.as_str(), before_seq).unwrap_or(state.oldest_seq)
+            retention_statements::chunk_holding(session, map.as_str(), before_seq)
+                .unwrap_or(state.oldest_seq)
         };
         if first_kept <= state.oldest_seq {
             return (state.tid, 0);
         }
-        let trimmed = store::trim_to(session, map.as_str(), &state, first_kept);
+        let trimmed = retention_statements::trim_to(session, map.as_str(), &state, first_kept);
         (trimmed.tid, first_kept - state.oldest_seq)
     });
     xact::remember_written(map.as_str(), tid);
@@ -58,7 +59,7 @@ pub fn set_retention(
     let max_age = input::max_age(max_age).or_raise();
     let tid = statements::connect(|session| {
         let state = lock::lock_existing_map(session, map);
-        store::set_retention(session, map.as_str(), &state, max_records, max_age)
+        retention_statements::set_retention(session, map.as_str(), &state, max_records, max_age)
     });
     xact::remember_written(map.as_str(), tid);
 }
@@ -80,7 +81,7 @@ pub fn apply(map: Option<MapName<'_>>) -> i64 {
         None => {
             let applied = statements::connect(|session| {
                 let mut applied = Vec::new();
-                for map in store::retained_maps(session) {
+                for map in retention_statements::retained_maps(session) {
                     let Some(state) = state::lock_state(session, &map) else {
                         continue;
                     };
@@ -112,7 +113,7 @@ pub fn apply_locked(
         return (state, 0);
     }
     let window = bound.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
-    let mut chunks = store::oldest_chunks(session, map, window.saturating_add(1));
+    let mut chunks = retention_statements::oldest_chunks(session, map, window.saturating_add(1));
     // the sequence after the window: the next chunk's first, or the current chunk's
     let after = if i64::try_from(chunks.len()).unwrap_or(i64::MAX) > window {
         chunks
@@ -128,7 +129,10 @@ pub fn apply_locked(
     match first_kept(&chunks, after, keep_records_from) {
         Some(first_kept) if first_kept > state.oldest_seq => {
             let removed = first_kept - state.oldest_seq;
-            (store::trim_to(session, map, &state, first_kept), removed)
+            (
+                retention_statements::trim_to(session, map, &state, first_kept),
+                removed,
+            )
         }
         _ => (state, 0),
     }

@@ -44,7 +44,7 @@ mod tests {
     fn every_statement_prepares_and_returns_the_columns_it_declares() {
         let prepared = std::panic::catch_unwind(|| {
             crate::statements::connect(|session| {
-                for statement in crate::statements::all(false) {
+                for statement in crate::statement_list::all(false) {
                     statement.prepare(session);
                 }
             })

@@ -8,6 +8,7 @@
 
 pub mod distribute;
 pub mod lock_wait;
+pub mod map_functions;
 pub mod null_map_guard;
 pub mod statements;
 

@@ -153,7 +153,7 @@ unsafe fn citus_would_delegate_with_a_null_map(root: *mut pg_sys::PlannerInfo) -
 }
 
 /// Whether `chunked_distribute` distributes the function by its first argument, the map (see
-/// `distribute::MAP_FUNCTIONS`): Citus delegates those only. Others take NULL there on purpose
+/// `map_functions::MAP_FUNCTIONS`): Citus delegates those only. Others take NULL there on purpose
 /// (`chunked_apply_retention(NULL)`: every map) or another first argument, and are not looked at.
 fn is_distributed_by_its_map(function: pg_sys::Oid) -> bool {
     // SAFETY: a catalog lookup by oid, which returns NULL (not an error) for a missing function;
@@ -164,7 +164,7 @@ fn is_distributed_by_its_map(function: pg_sys::Oid) -> bool {
     }
     // SAFETY: as above.
     let name = unsafe { std::ffi::CStr::from_ptr(name) };
-    super::distribute::MAP_FUNCTIONS.iter().any(|signature| {
+    super::map_functions::MAP_FUNCTIONS.iter().any(|signature| {
         signature
             .strip_prefix("chunked_map.")
             .and_then(|rest| rest.split('(').next())

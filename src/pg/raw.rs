@@ -7,7 +7,8 @@
 //! of the extension must see as PostgreSQL raised them go through these declarations instead,
 //! always inside [`super::boundary::catching`], which keeps the whole error.
 //!
-//! The signatures are PostgreSQL's (the same in 15, 16, 17 and 18), with pgrx's types.
+//! The signatures are PostgreSQL's, with pgrx's types; where a version differs the declaration
+//! is `cfg`'d per version, as pgrx's features select.
 
 use std::ffi::{c_char, c_int, c_long};
 

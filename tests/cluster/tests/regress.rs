@@ -215,15 +215,35 @@ fn run_suite(runner: &str, suite: &str, database: &str) {
         committed.clone()
     };
 
+    // scripts/test-one.sh names one file or spec: only it runs (the whole schedule otherwise)
+    let tests: Vec<String> = match std::env::var("CHUNKED_MAP_ONLY") {
+        Ok(only) => {
+            let named: Vec<String> = only
+                .split(',')
+                .filter(|name| {
+                    let schedule =
+                        std::fs::read_to_string(input.join("schedule")).unwrap_or_default();
+                    schedule.lines().any(|line| line == format!("test: {name}"))
+                })
+                .map(|name| name.to_owned())
+                .collect();
+            if named.is_empty() {
+                eprintln!("CHUNKED_MAP_ONLY={only}: nothing of {suite} runs");
+                return;
+            }
+            named
+        }
+        Err(_) => vec![format!("--schedule={}", input.join("schedule").display())],
+    };
     let status = Command::new(pgxs_dir().join("src/test").join(runner))
         .arg(format!("--inputdir={}", input.display()))
         .arg(format!("--outputdir={}", output_dir.display()))
-        .arg(format!("--schedule={}", input.join("schedule").display()))
         .arg(format!("--host={}", cluster.socket_dir().display()))
         .arg(format!("--port={}", cluster.port()))
         .arg(format!("--user={SUPERUSER}"))
         .arg(format!("--bindir={}", pg_bin_dir().display()))
         .arg(format!("--dbname={database}"))
+        .args(&tests)
         // the regression scripts' `\i setup.psql` is relative to here
         .current_dir(&input)
         .status()
