@@ -1,5 +1,5 @@
--- The SQL functions (their C side is src/api.rs). Every one is SECURITY DEFINER with a pinned
--- search_path and none is STRICT (a NULL argument raises 22004, but where NULL has a meaning:
+-- The SQL functions (their C side is src/api.rs). Every one is SECURITY DEFINER and none is
+-- STRICT (a NULL argument raises 22004, but where NULL has a meaning:
 -- a retention limit, or every map for chunked_apply_retention); reads are STABLE PARALLEL SAFE,
 -- writes VOLATILE PARALLEL UNSAFE. Nobody but the owner may call them until granted
 -- (sql/finalize.sql revokes EXECUTE from PUBLIC; sql/grants/ has the recipes).
@@ -7,115 +7,96 @@
 CREATE FUNCTION chunked_map.chunked_start(map text, chunk_size integer DEFAULT 100)
 RETURNS boolean
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_start_wrapper';
 
 CREATE FUNCTION chunked_map.chunked_register(map text, payload jsonb)
 RETURNS bigint
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_register_wrapper';
 
 CREATE FUNCTION chunked_map.chunked_register(map text, payload jsonb, expected_last_seq bigint)
 RETURNS bigint
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_register_if_last_wrapper';
 
 CREATE FUNCTION chunked_map.chunked_register_many(map text, payloads jsonb[])
 RETURNS SETOF bigint
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_register_many_wrapper';
 
 CREATE FUNCTION chunked_map.chunked_page(map text, page_token text DEFAULT 'current')
 RETURNS jsonb
 STABLE SECURITY DEFINER PARALLEL SAFE
-SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_page_wrapper';
 
 CREATE FUNCTION chunked_map.chunked_records(map text, page_token text DEFAULT 'current')
 RETURNS TABLE (seq bigint, payload jsonb)
 STABLE SECURITY DEFINER PARALLEL SAFE
-SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_records_wrapper';
 
 CREATE FUNCTION chunked_map.chunked_read(map text, after_seq bigint DEFAULT 0, max_records integer DEFAULT 100)
 RETURNS TABLE (seq bigint, payload jsonb)
 STABLE SECURITY DEFINER PARALLEL SAFE
-SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_read_wrapper';
 
 CREATE FUNCTION chunked_map.chunked_get(map text, seq bigint)
 RETURNS jsonb
 STABLE SECURITY DEFINER PARALLEL SAFE
-SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_get_wrapper';
 
 CREATE FUNCTION chunked_map.chunked_info(map text)
 RETURNS jsonb
 STABLE SECURITY DEFINER PARALLEL SAFE
-SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_info_wrapper';
 
 CREATE FUNCTION chunked_map.chunked_set_chunk_size(map text, chunk_size integer)
 RETURNS void
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_set_chunk_size_wrapper';
 
 CREATE FUNCTION chunked_map.chunked_set_notify(map text, enabled boolean)
 RETURNS void
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_set_notify_wrapper';
 
 CREATE FUNCTION chunked_map.chunked_verify(map text)
 RETURNS jsonb
 STABLE SECURITY DEFINER PARALLEL SAFE
-SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_verify_wrapper';
 
 CREATE FUNCTION chunked_map.chunked_drop(map text)
 RETURNS boolean
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_drop_wrapper';
 
 CREATE FUNCTION chunked_map.chunked_trim(map text, before_seq bigint)
 RETURNS bigint
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_trim_wrapper';
 
 CREATE FUNCTION chunked_map.chunked_set_retention(map text, max_records bigint DEFAULT NULL, max_age interval DEFAULT NULL)
 RETURNS void
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_set_retention_wrapper';
 
 CREATE FUNCTION chunked_map.chunked_apply_retention(map text DEFAULT NULL)
 RETURNS bigint
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_apply_retention_wrapper';
 
 CREATE FUNCTION chunked_map.chunked_subscribe(consumer text, category text DEFAULT NULL, from_start boolean DEFAULT true)
 RETURNS boolean
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_subscribe_wrapper';
 
 CREATE FUNCTION chunked_map.chunked_unsubscribe(consumer text)
 RETURNS boolean
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_unsubscribe_wrapper';
 
 CREATE FUNCTION chunked_map.chunked_poll(consumer text, max_records integer DEFAULT 100, member integer DEFAULT 0, group_size integer DEFAULT 1)
 RETURNS TABLE (map text, seq bigint, payload jsonb, trimmed boolean)
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_poll_wrapper';
 
 -- Every consumer of the feed and what it has not had yet: maps and records of its category
@@ -142,7 +123,6 @@ GROUP BY c.consumer, c.category, c.from_start;
 CREATE FUNCTION chunked_map.chunked_distribute()
 RETURNS void
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_distribute_wrapper';
 
 -- The history trigger's function (src/immutability.rs; the triggers are in sql/protect.sql).

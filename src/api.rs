@@ -3,7 +3,8 @@
 //! Each is declared twice, on purpose and side by side with the other declarations of its kind:
 //! here, the C function (its symbol, `<name>_wrapper`, is what `sql/api.sql` names), and in
 //! `sql/api.sql`, the SQL definition (argument names and defaults, volatility, parallel safety,
-//! `SECURITY DEFINER`, the pinned `search_path`). None is STRICT: a NULL argument raises 22004
+//! `SECURITY DEFINER`; the statements they run set their own `search_path`, see
+//! `statements::connect`). None is STRICT: a NULL argument raises 22004
 //! instead of quietly returning NULL. Callers are granted EXECUTE on functions, never
 //! privileges on the storage tables.
 

@@ -111,6 +111,7 @@ pub fn append(map: MapName<'_>, payload: Jsonb<'_>, expected_last_seq: Option<i6
     let max_chunk_bytes = guc::max_chunk_bytes();
     let way = Way::on_this_server();
     if way == Way::Direct {
+        statements::check_sql_objects_once();
         let at = xact::written(map.as_str());
         match direct_append::write(
             map.as_str(),

@@ -5,7 +5,7 @@ use std::ffi::{CStr, CString};
 use pgrx::pg_sys;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
-use crate::error::PayloadLimit;
+use crate::error::{ChunkedError, PayloadLimit};
 
 /// Largest payload accepted by an append, in bytes: the larger of its jsonb value and its JSON
 /// text.
@@ -101,7 +101,12 @@ pub fn lock_timeout_ms() -> Option<i32> {
 /// Runs `f` with PostgreSQL's setting `name` set to `value`, restored afterwards (an error
 /// restores it as part of the transaction's abort), as a function's `SET` clause does.
 pub fn with_server_setting<R>(name: &CStr, value: &str, f: impl FnOnce() -> R) -> R {
-    let value = CString::new(value).unwrap_or_default();
+    let value = CString::new(value).unwrap_or_else(|_| {
+        ChunkedError::Internal {
+            context: format!("a setting's value with a NUL byte: {value:?}"),
+        }
+        .raise()
+    });
     // SAFETY: the same calls fmgr makes for a function's SET clause; the nest level confines
     // the change to `f`.
     let nest_level = unsafe {

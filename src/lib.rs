@@ -41,6 +41,7 @@ mod name_lock;
 mod pg;
 mod read;
 mod retention;
+mod sql_declarations;
 mod statement_list;
 mod statements;
 mod token;

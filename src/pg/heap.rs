@@ -424,9 +424,10 @@ impl Table {
                 old,
                 desc,
                 c_int::try_from(N).unwrap_or(0),
-                columns.as_ptr(),
-                values.as_ptr(),
-                nulls.as_ptr(),
+                // (`*mut` because PostgreSQL 15 declares them so; it only reads them)
+                columns.as_ptr().cast_mut(),
+                values.as_ptr().cast_mut(),
+                nulls.as_ptr().cast_mut(),
             );
             let mut otid = (*old).t_self;
             let needs_entries = update_in_place(self.relation, &mut otid, new);
@@ -452,7 +453,8 @@ impl Table {
         unsafe {
             let desc = (*self.relation).rd_att;
             debug_assert_eq!(values.len(), (*desc).natts as usize);
-            let tuple = raw::heap_form_tuple(desc, values.as_ptr(), nulls.as_ptr());
+            let tuple =
+                raw::heap_form_tuple(desc, values.as_ptr().cast_mut(), nulls.as_ptr().cast_mut());
             raw::simple_heap_insert(self.relation, tuple);
             self.index(tuple, false);
             (*tuple).t_self

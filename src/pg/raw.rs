@@ -42,6 +42,16 @@ unsafe extern "C-unwind" {
     ) -> c_int;
 
     pub fn InitMaterializedSRF(fcinfo: pg_sys::FunctionCallInfo, flags: u32);
+    // PostgreSQL 16 made the arrays of these three `const` (the callers pass `*mut`, which
+    // either declaration takes)
+    #[cfg(feature = "pg15")]
+    pub fn tuplestore_putvalues(
+        state: *mut pg_sys::Tuplestorestate,
+        tdesc: pg_sys::TupleDesc,
+        values: *mut pg_sys::Datum,
+        isnull: *mut bool,
+    );
+    #[cfg(not(feature = "pg15"))]
     pub fn tuplestore_putvalues(
         state: *mut pg_sys::Tuplestorestate,
         tdesc: pg_sys::TupleDesc,
@@ -148,6 +158,16 @@ unsafe extern "C-unwind" {
         values: *mut pg_sys::Datum,
         isnull: *mut bool,
     );
+    #[cfg(feature = "pg15")]
+    pub fn heap_modify_tuple_by_cols(
+        tuple: pg_sys::HeapTuple,
+        desc: pg_sys::TupleDesc,
+        ncols: c_int,
+        columns: *mut c_int,
+        values: *mut pg_sys::Datum,
+        isnull: *mut bool,
+    ) -> pg_sys::HeapTuple;
+    #[cfg(not(feature = "pg15"))]
     pub fn heap_modify_tuple_by_cols(
         tuple: pg_sys::HeapTuple,
         desc: pg_sys::TupleDesc,
@@ -156,6 +176,13 @@ unsafe extern "C-unwind" {
         values: *const pg_sys::Datum,
         isnull: *const bool,
     ) -> pg_sys::HeapTuple;
+    #[cfg(feature = "pg15")]
+    pub fn heap_form_tuple(
+        desc: pg_sys::TupleDesc,
+        values: *mut pg_sys::Datum,
+        isnull: *mut bool,
+    ) -> pg_sys::HeapTuple;
+    #[cfg(not(feature = "pg15"))]
     pub fn heap_form_tuple(
         desc: pg_sys::TupleDesc,
         values: *const pg_sys::Datum,
@@ -207,4 +234,87 @@ unsafe extern "C-unwind" {
     pub fn ReThrowError(edata: *mut pg_sys::ErrorData) -> !;
     /// Raises an error made of the given fields, with the context of the code that is running.
     pub fn ThrowErrorData(edata: *mut pg_sys::ErrorData);
+}
+
+/// Every declaration above has the signature of pgrx's binding of the same function, which
+/// bindgen generated from the headers of the PostgreSQL being built for (15, 16, 17 or 18, by
+/// feature): a declaration that disagrees with them does not compile, whichever version it is
+/// built for. (Never called: the check is the type checker's.)
+#[allow(dead_code)]
+fn declarations_match_the_servers_headers() {
+    /// `ours` and `bindings` take the same arguments and return the same type.
+    macro_rules! same_signature {
+        ($($name:ident($($arg:ident),*);)*) => {$({
+            #[allow(clippy::too_many_arguments, non_snake_case)]
+            fn same<$($arg,)* R>(
+                _ours: unsafe extern "C-unwind" fn($($arg),*) -> R,
+                _bindings: unsafe fn($($arg),*) -> R,
+            ) {
+            }
+            same(self::$name, pg_sys::$name);
+        })*};
+    }
+    same_signature! {
+        SPI_connect();
+        SPI_finish();
+        SPI_prepare(A, B, C);
+        SPI_keepplan(A);
+        SPI_execute_plan(A, B, C, D, E);
+        SPI_execute_snapshot(A, B, C, D, E, F, G, H);
+        InitMaterializedSRF(A, B);
+        tuplestore_putvalues(A, B, C, D);
+        LockAcquire(A, B, C, D);
+        LockRelease(A, B, C);
+        PreventCommandIfReadOnly(A);
+        CommandCounterIncrement();
+        GetCurrentCommandId(A);
+        GetTransactionSnapshot();
+        RegisterSnapshot(A);
+        UnregisterSnapshot(A);
+        get_namespace_oid(A, B);
+        get_relname_relid(A, B);
+        table_open(A, B);
+        try_table_open(A, B);
+        table_close(A, B);
+        index_open(A, B);
+        index_close(A, B);
+        RelationGetIndexList(A);
+        BuildIndexInfo(A);
+        CheckCmdReplicaIdentity(A, B);
+        ScanKeyInit(A, B, C, D, E);
+        index_rescan(A, B, C, D, E);
+        index_getnext_slot(A, B, C);
+        index_endscan(A);
+        table_slot_create(A, B);
+        MakeSingleTupleTableSlot(A, B);
+        ExecDropSingleTupleTableSlot(A);
+        ExecStoreHeapTuple(A, B, C);
+        ExecFetchSlotHeapTuple(A, B, C);
+        heap_deform_tuple(A, B, C, D);
+        heap_modify_tuple_by_cols(A, B, C, D, E, F);
+        heap_form_tuple(A, B, C);
+        simple_heap_insert(A, B);
+        FormIndexDatum(A, B, C, D, E);
+        index_insert(A, B, C, D, E, F, G, H);
+        RelationGetNumberOfBlocksInFork(A, B);
+        get_func_name(A);
+        GetUserId();
+        get_func_namespace(A);
+        pg_detoast_datum(A);
+        cstring_to_text_with_len(A, B);
+        ThrowErrorData(A);
+    }
+    #[cfg(not(feature = "pg18"))]
+    same_signature! { index_beginscan(A, B, C, D, E); }
+    #[cfg(feature = "pg18")]
+    same_signature! { index_beginscan(A, B, C, D, E, F); }
+    #[cfg(feature = "pg15")]
+    same_signature! { simple_heap_update(A, B, C); }
+    #[cfg(not(feature = "pg15"))]
+    same_signature! { simple_heap_update(A, B, C, D); }
+    // Async_Notify has no binding in pgrx: its prototype is checked against the server's
+    // commands/async.h by the cluster test `raw_declarations::async_notify_is_declared_as_the_server_declares_it`
+    // a function that never returns: its type stated, once for each
+    let _: unsafe extern "C-unwind" fn(*mut pg_sys::ErrorData) -> ! = ReThrowError;
+    let _: unsafe fn(*mut pg_sys::ErrorData) -> ! = pg_sys::ReThrowError;
 }

@@ -13,8 +13,8 @@
 //!
 //! Each statement is schema-qualified, takes its values as `$n` parameters, filters on the map
 //! it is given and touches no other map (every key starts with the map, so the tables can be
-//! distributed by map). The functions run with `search_path = pg_catalog, pg_temp`, which is why
-//! `pg_catalog` functions and operators need no qualification here.
+//! distributed by map). They run with `search_path = pg_catalog, pg_temp` ([`SEARCH_PATH`], set
+//! by [`connect`]), which is why `pg_catalog` functions and operators need no qualification here.
 //!
 //! Storage (see `sql/bootstrap.sql`):
 //! - `map_state`: one row per map, holding the next sequence and the current chunk's extent. It
@@ -37,16 +37,36 @@ pub mod writes;
 use std::cell::Cell;
 
 use crate::error::ChunkedError;
+use crate::guc;
 use crate::pg::spi::{self, NotNull, Session, Text};
 use crate::statements;
 
-/// Runs `f` with an SPI connection (see `pg::spi::connect`), once the database's SQL objects
-/// are known to be those of this library's version.
+/// The `search_path` every statement runs with, whatever the caller's: PostgreSQL's catalog
+/// (the functions and operators the statements use unqualified) and nothing a caller can put a
+/// look-alike in before it. The SQL functions do not pin it themselves (a `SET` clause costs
+/// every call, about 15k instructions, whether or not it runs any SQL): it is set here, for the
+/// statements alone. The direct append runs none and names its tables by schema.
+pub const SEARCH_PATH: &str = "pg_catalog, pg_temp";
+
+/// Runs `f` with an SPI connection (see `pg::spi::connect`) and [`SEARCH_PATH`], once the
+/// database's SQL objects are known to be those of this library's version. The caller's
+/// `search_path` is back when `f` returns (an error restores it with the transaction's or
+/// subtransaction's abort, as a function's `SET` clause is).
 pub fn connect<R>(f: impl FnOnce(&Session) -> R) -> R {
-    spi::connect(|session| {
-        check_sql_objects(session);
-        f(session)
+    guc::with_server_setting(c"search_path", SEARCH_PATH, || {
+        spi::connect(|session| {
+            check_sql_objects(session);
+            f(session)
+        })
     })
+}
+
+/// Before a write that may run no statement (the direct append): the check of the database's
+/// SQL objects that [`connect`] makes, once per backend.
+pub fn check_sql_objects_once() {
+    if !SQL_OBJECTS_MATCH.with(Cell::get) {
+        connect(|_| ());
+    }
 }
 
 thread_local! {

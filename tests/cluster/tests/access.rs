@@ -467,7 +467,90 @@ CREATE FUNCTION evil.jsonb_agg_sfunc(jsonb, jsonb) RETURNS jsonb
 CREATE AGGREGATE evil.jsonb_agg(jsonb) (SFUNC = evil.jsonb_agg_sfunc, STYPE = jsonb);
 CREATE FUNCTION evil.unnest(jsonb[]) RETURNS SETOF jsonb
     LANGUAGE sql AS $$ INSERT INTO evil.calls VALUES ('unnest'); SELECT '1'::jsonb $$;
+CREATE FUNCTION evil.pg_current_xact_id() RETURNS xid8
+    LANGUAGE sql AS $$ INSERT INTO evil.calls VALUES ('pg_current_xact_id'); SELECT '1'::xid8 $$;
+CREATE FUNCTION evil.clock_timestamp() RETURNS timestamptz
+    LANGUAGE sql AS $$ INSERT INTO evil.calls VALUES ('clock_timestamp'); SELECT 'epoch'::timestamptz $$;
+CREATE FUNCTION evil.now() RETURNS timestamptz
+    LANGUAGE sql AS $$ INSERT INTO evil.calls VALUES ('now'); SELECT 'epoch'::timestamptz $$;
+CREATE FUNCTION evil.gen_random_uuid() RETURNS uuid
+    LANGUAGE sql AS $$ INSERT INTO evil.calls VALUES ('gen_random_uuid'); SELECT '00000000-0000-0000-0000-000000000000'::uuid $$;
+CREATE FUNCTION evil.replace(text, text, text) RETURNS text
+    LANGUAGE sql AS $$ INSERT INTO evil.calls VALUES ('replace'); SELECT 'evil'::text $$;
+CREATE FUNCTION evil.hashtextextended(text, bigint) RETURNS bigint
+    LANGUAGE sql AS $$ INSERT INTO evil.calls VALUES ('hashtextextended'); SELECT 0::bigint $$;
 "#;
+
+/// The SQL functions pin no `search_path` of their own (0.4.1): the statements they run set
+/// `pg_catalog, pg_temp` for themselves. Every kind of write and the feed, with rollovers, a
+/// followed map, notifications, trims and retention, under a caller's path that puts the
+/// look-alikes first: nothing of them is called, and the results are the extension's.
+#[test]
+fn statements_run_on_pg_catalog_whatever_search_path_the_caller_has() {
+    let cluster = Cluster::start();
+    let mut owner = cluster.database("every_function");
+    owner.batch_execute(HOSTILE_SCHEMA).unwrap();
+    for search_path in ["evil, pg_catalog, public", "evil"] {
+        let mut client = cluster.connect_as("every_function", "postgres");
+        client
+            .batch_execute(&format!("SET search_path = {search_path}"))
+            .unwrap();
+        client
+            .batch_execute(
+                "SELECT chunked_map.chunked_subscribe('projection', 'hostile');
+                 SELECT chunked_map.chunked_start('hostile-1', 2);
+                 SELECT chunked_map.chunked_set_notify('hostile-1', true);
+                 BEGIN;
+                 SELECT chunked_map.chunked_register('hostile-1', jsonb_build_object('n', n))
+                 FROM generate_series(1, 7) AS n;
+                 SELECT chunked_map.chunked_register('hostile-1', '{\"n\": 8}', 7);
+                 COMMIT;
+                 SELECT chunked_map.chunked_register_many('hostile-1', ARRAY['{}', '{}']::jsonb[]);
+                 SELECT chunked_map.chunked_set_chunk_size('hostile-1', 3);",
+            )
+            .unwrap();
+        let polled: i64 = client
+            .query_one(
+                "SELECT count(*) FROM chunked_map.chunked_poll('projection', 100)",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(polled, 10, "{search_path}");
+        let trimmed: i64 = client
+            .query_one("SELECT chunked_map.chunked_trim('hostile-1', 5)", &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(trimmed, 4, "{search_path}");
+        client
+            .batch_execute(
+                "SELECT chunked_map.chunked_set_retention('hostile-1', 2);
+                 SELECT chunked_map.chunked_apply_retention('hostile-1');
+                 SELECT chunked_map.chunked_apply_retention();",
+            )
+            .unwrap();
+        let report = query_json(&mut client, "chunked_map.chunked_verify('hostile-1')", &[]);
+        assert_eq!(report["consistent"], true, "{search_path}: {report}");
+        let info = query_json(&mut client, "chunked_map.chunked_info('hostile-1')", &[]);
+        assert_eq!(info["next_seq"], 11, "{search_path}: {info}");
+        client
+            .batch_execute(
+                "SELECT chunked_map.chunked_drop('hostile-1');
+                 SELECT chunked_map.chunked_unsubscribe('projection');",
+            )
+            .unwrap();
+        // the caller's own search_path is what the caller finds after the calls
+        let path: String = client.query_one("SHOW search_path", &[]).unwrap().get(0);
+        assert_eq!(path, search_path);
+    }
+    let calls: Vec<String> = owner
+        .query("SELECT what FROM evil.calls", &[])
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert!(calls.is_empty(), "called in the hostile schema: {calls:?}");
+}
 
 #[test]
 fn a_hostile_search_path_changes_no_result_and_nothing_in_it_is_called() {
