@@ -111,13 +111,16 @@ SELECT c.consumer, c.category, c.from_start,
        (SELECT pg_catalog.min(m.at)
         FROM chunked_map.map_change AS m
         JOIN chunked_map.map_state AS ms ON ms.map = m.map
-        LEFT JOIN chunked_map.consumer_position AS mp ON mp.consumer = c.consumer AND mp.map = m.map
+        LEFT JOIN chunked_map.consumer_position AS mp
+               ON mp.consumer = c.consumer AND mp.map = m.map AND mp.incarnation = ms.incarnation
         WHERE (c.category IS NULL OR c.category = pg_catalog.split_part(m.map, '-', 1))
           AND ms.next_seq - 1 > coalesce(mp.seq, 0)) AS oldest_unread_move_at
 FROM chunked_map.consumer AS c
 LEFT JOIN chunked_map.map_state AS s
        ON c.category IS NULL OR c.category = pg_catalog.split_part(s.map, '-', 1)
-LEFT JOIN chunked_map.consumer_position AS p ON p.consumer = c.consumer AND p.map = s.map
+-- a position left from a dropped map of the name (another incarnation) counts as none
+LEFT JOIN chunked_map.consumer_position AS p
+       ON p.consumer = c.consumer AND p.map = s.map AND p.incarnation = s.incarnation
 GROUP BY c.consumer, c.category, c.from_start;
 
 CREATE FUNCTION chunked_map.chunked_distribute()

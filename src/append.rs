@@ -131,10 +131,12 @@ pub fn append(map: MapName<'_>, payload: Jsonb<'_>, expected_last_seq: Option<i6
             direct_append::Outcome::Full | direct_append::Outcome::Declined => {}
         }
     }
+    let holds_the_map = xact::written(map.as_str()).is_some();
     let written = statements::connect(|session| {
-        if let Some(expected) = expected_last_seq {
+        if let Some(expected) = expected_last_seq.filter(|_| !holds_the_map) {
             // Sequences only grow: an expectation below the newest sequence this transaction
-            // sees can never come true, whoever holds the map now.
+            // sees can never come true, whoever holds the map now. (A transaction that wrote the
+            // map holds it: nobody else can, and the lock below reads it by its address.)
             if let Some(next_seq) = state::next_seq_for_writer(session, map.as_str()) {
                 if expected < next_seq - 1 {
                     unexpected_last_seq(map, expected, next_seq - 1);
@@ -174,7 +176,6 @@ pub fn append(map: MapName<'_>, payload: Jsonb<'_>, expected_last_seq: Option<i6
         record_move(session, map, written.followed);
         written
     });
-    xact::remember_moved(map.as_str());
     let seq = written.seq;
     wrote(map, written);
     seq
@@ -186,9 +187,7 @@ pub fn append(map: MapName<'_>, payload: Jsonb<'_>, expected_last_seq: Option<i6
 fn wrote_directly(map: MapName<'_>, appended: direct_append::Appended) -> i64 {
     let announce_on = if (appended.followed && !xact::moved(map.as_str())) || appended.announced {
         statements::connect(|session| {
-            if appended.followed && !xact::moved(map.as_str()) {
-                writes::record_change(session, map.as_str());
-            }
+            record_move(session, map, appended.followed);
             appended
                 .announced
                 .then(|| writes::announced_on(session, map.as_str(), appended.tid))
@@ -197,7 +196,6 @@ fn wrote_directly(map: MapName<'_>, appended: direct_append::Appended) -> i64 {
     } else {
         None
     };
-    xact::remember_moved(map.as_str());
     wrote(
         map,
         Written {
@@ -355,7 +353,6 @@ pub fn append_many(map: MapName<'_>, payloads: JsonbArray<'_>) -> (i64, i64) {
     if payloads.is_empty() {
         xact::remember_written(map.as_str(), tid);
     } else {
-        xact::remember_moved(map.as_str());
         wrote(
             map,
             Written {
@@ -422,6 +419,7 @@ pub fn drop_map(map: MapName<'_>) -> bool {
 fn record_move(session: &Session, map: MapName<'_>, followed: bool) {
     if followed && !xact::moved(map.as_str()) {
         writes::record_change(session, map.as_str());
+        xact::remember_moved(map.as_str());
     }
 }
 

@@ -26,8 +26,6 @@ pub enum Held {
     Deadlock,
     /// Another transaction is starting or dropping a map of that name.
     StartOrDrop,
-    /// (0.4) A consumer of the feed is being subscribed or unsubscribed (a start waits for it).
-    Subscribing,
 }
 
 /// Which setting limits a payload's size.
@@ -39,10 +37,14 @@ pub enum PayloadLimit {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ChunkedError {
-    /// Another open transaction holds the map's lock (or, for a start, the feed's lock: see
-    /// [`Held::Subscribing`]).
-    #[error("{}", locked_message(.map, *.held))]
+    /// Another open transaction holds the map's lock.
+    #[error("map \"{map}\" is locked by a concurrent append")]
     Locked { map: String, held: Held },
+
+    /// (0.4.1) A start while another transaction subscribes or unsubscribes a consumer of the
+    /// feed (the feed's lock): held now, or for all of `chunked_map.lock_timeout`.
+    #[error("map \"{map}\" cannot be started while another transaction subscribes or unsubscribes a consumer of the feed")]
+    StartWhileSubscribing { map: String, held: Held },
 
     /// REPEATABLE READ or SERIALIZABLE: the map was started, dropped or restarted by a
     /// transaction that committed after this transaction's snapshot.
@@ -185,25 +187,14 @@ pub enum ChunkedError {
     Internal { context: String },
 }
 
-/// [`ChunkedError::Locked`]'s message: what holds the map up.
-fn locked_message(map: &str, held: Held) -> String {
-    match held {
-        Held::Subscribing => format!(
-            "map \"{map}\" cannot be started while another transaction subscribes or unsubscribes a consumer of the feed"
-        ),
-        Held::Now | Held::For(_) | Held::Deadlock | Held::StartOrDrop => {
-            format!("map \"{map}\" is locked by a concurrent append")
-        }
-    }
-}
-
 impl ChunkedError {
     pub fn sqlstate(&self) -> PgSqlErrorCode {
         use ChunkedError::*;
         match self {
-            Locked { .. } | ChangedAfterSnapshot { .. } | FeedBusy { .. } => {
-                PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE
-            }
+            Locked { .. }
+            | StartWhileSubscribing { .. }
+            | ChangedAfterSnapshot { .. }
+            | FeedBusy { .. } => PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
             UnexpectedLastSeq { .. } => PgSqlErrorCode::ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION,
             MapNotStarted { .. }
             | UnknownToken { .. }
@@ -245,7 +236,11 @@ impl ChunkedError {
                 Held::For(ms) => format!("It stayed locked for chunked_map.lock_timeout ({ms} ms)."),
                 Held::Deadlock => "Waiting for it would have deadlocked with another transaction.".into(),
                 Held::StartOrDrop => "Another open transaction is starting or dropping a map of this name.".into(),
-                Held::Subscribing => "Another open transaction is subscribing or unsubscribing a consumer of the feed; maps are started once it ends.".into(),
+            }),
+            StartWhileSubscribing { held, .. } => Some(match held {
+                Held::For(ms) => format!("The feed stayed locked for chunked_map.lock_timeout ({ms} ms)."),
+                Held::Deadlock => "Waiting for the feed would have deadlocked with another transaction.".into(),
+                Held::Now | Held::StartOrDrop => "Another open transaction is subscribing or unsubscribing a consumer of the feed; maps are started once it ends.".into(),
             }),
             MalformedToken { .. } => Some(format!(
                 "A page token is \"current\" or exactly {TOKEN_DIGITS} ASCII decimal digits."
@@ -261,9 +256,10 @@ impl ChunkedError {
     pub fn hint(&self) -> Option<String> {
         use ChunkedError::*;
         match self {
-            Locked { .. } | ChangedAfterSnapshot { .. } | FeedBusy { .. } => {
-                Some("Retry the transaction.".into())
-            }
+            Locked { .. }
+            | StartWhileSubscribing { .. }
+            | ChangedAfterSnapshot { .. }
+            | FeedBusy { .. } => Some("Retry the transaction.".into()),
             UnexpectedLastSeq { .. } => Some(
                 "Retrying the same call cannot succeed: read the map again (chunked_info) and decide, or skip the append if it already happened."
                     .into(),

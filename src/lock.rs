@@ -139,13 +139,13 @@ pub fn lock_feed_for_start(map: MapName<'_>) {
         return;
     }
     match guc::lock_timeout_ms() {
-        None => locked(map, Held::Subscribing),
+        None => start_while_subscribing(map, Held::Now),
         Some(ms) => {
             waiting_up_to(
                 ms,
                 ms,
                 || name_lock::lock_feed(FeedLock::Start, Wait::UpToLockTimeout),
-                |_| locked(map, Held::Subscribing),
+                |held| start_while_subscribing(map, held),
             );
         }
     }
@@ -184,6 +184,14 @@ pub fn uses_transaction_snapshot() -> bool {
     // SAFETY: XactIsoLevel is a plain int of this backend (one thread), fixed for the whole
     // transaction once it has a snapshot; reading it cannot fault.
     unsafe { pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32 }
+}
+
+fn start_while_subscribing(map: MapName<'_>, held: Held) -> ! {
+    ChunkedError::StartWhileSubscribing {
+        map: map.as_str().to_owned(),
+        held,
+    }
+    .raise()
 }
 
 fn locked(map: MapName<'_>, held: Held) -> ! {

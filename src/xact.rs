@@ -108,14 +108,15 @@ pub fn remember_written(map: &str, tid: pg_sys::ItemPointerData) {
     });
 }
 
-/// Whether this transaction (or a subtransaction of it that did not roll back) appended to
-/// `map` and recorded its move for the feed, if the map is followed.
+/// Whether this transaction (or a subtransaction of it that did not roll back) recorded the
+/// move of `map`, a followed map it appended to, for the feed.
 pub fn moved(map: &str) -> bool {
     MOVED.with(|moved| moved.borrow_mut().get(map).is_some())
 }
 
-/// This transaction appended to `map` and recorded its move if the map is followed: a map's
-/// `followed` cannot change while the transaction holds its lock, which it does to its end.
+/// This transaction recorded the move of `map` (followed) for the feed. Only a followed map's
+/// move is remembered: a map this transaction appended to unfollowed may become followed by the
+/// same transaction (`chunked_subscribe`), and its next append must record the move then.
 pub fn remember_moved(map: &str) {
     let by = current_subtransaction();
     MOVED.with(|moved| {

@@ -115,3 +115,24 @@ SELECT * FROM chunked_map.consumers;
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 RESET ROLE;
 DROP ROLE chunked_map_regress_nobody;
+
+-- a transaction that appends to a map, subscribes a consumer of its category, then appends
+-- again: the subscription made the map followed in that transaction, and the second append
+-- records the map's move, so the record is delivered
+SELECT chunked_start('late-1');
+BEGIN;
+SELECT chunked_register('late-1', '{"n": 1}');
+SELECT chunked_subscribe('late', 'late', from_start => false);
+SELECT chunked_register('late-1', '{"n": 2}');
+COMMIT;
+SELECT * FROM chunked_poll('late');
+
+-- a map dropped and started again: what the consumer read of the dropped map does not count
+-- for the new one, in chunked_map.consumers too
+SELECT chunked_register('late-1', '{"n": 3}');
+SELECT * FROM chunked_poll('late');
+SELECT chunked_drop('late-1');
+SELECT chunked_start('late-1');
+SELECT chunked_register('late-1', '{"n": "new"}');
+SELECT consumer, maps_behind, records_behind FROM chunked_map.consumers WHERE consumer = 'late';
+SELECT * FROM chunked_poll('late');
