@@ -233,7 +233,7 @@ impl<'fcx> Call<'fcx> {
             for row in rows {
                 let nulls = row.map(|value| value.is_none());
                 let values = row.map(|value| value.unwrap_or(pg_sys::Datum::from(0)));
-                // (`*mut` because PostgreSQL 15 declares them so; it only reads them)
+                // (`*mut` because PostgreSQL 15 and 16 declare them so; it only reads them)
                 let values_ptr = values.as_ptr().cast_mut();
                 let nulls_ptr = nulls.as_ptr().cast_mut();
                 catching(|| raw::tuplestore_putvalues(store, desc, values_ptr, nulls_ptr))

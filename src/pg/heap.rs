@@ -424,7 +424,7 @@ impl Table {
                 old,
                 desc,
                 c_int::try_from(N).unwrap_or(0),
-                // (`*mut` because PostgreSQL 15 declares them so; it only reads them)
+                // (`*mut` because PostgreSQL 15 and 16 declare them so; it only reads them)
                 columns.as_ptr().cast_mut(),
                 values.as_ptr().cast_mut(),
                 nulls.as_ptr().cast_mut(),

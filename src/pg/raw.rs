@@ -42,16 +42,16 @@ unsafe extern "C-unwind" {
     ) -> c_int;
 
     pub fn InitMaterializedSRF(fcinfo: pg_sys::FunctionCallInfo, flags: u32);
-    // PostgreSQL 16 made the arrays of these three `const` (the callers pass `*mut`, which
+    // PostgreSQL 17 made the arrays of these three `const` (the callers pass `*mut`, which
     // either declaration takes)
-    #[cfg(feature = "pg15")]
+    #[cfg(any(feature = "pg15", feature = "pg16"))]
     pub fn tuplestore_putvalues(
         state: *mut pg_sys::Tuplestorestate,
         tdesc: pg_sys::TupleDesc,
         values: *mut pg_sys::Datum,
         isnull: *mut bool,
     );
-    #[cfg(not(feature = "pg15"))]
+    #[cfg(not(any(feature = "pg15", feature = "pg16")))]
     pub fn tuplestore_putvalues(
         state: *mut pg_sys::Tuplestorestate,
         tdesc: pg_sys::TupleDesc,
@@ -158,7 +158,7 @@ unsafe extern "C-unwind" {
         values: *mut pg_sys::Datum,
         isnull: *mut bool,
     );
-    #[cfg(feature = "pg15")]
+    #[cfg(any(feature = "pg15", feature = "pg16"))]
     pub fn heap_modify_tuple_by_cols(
         tuple: pg_sys::HeapTuple,
         desc: pg_sys::TupleDesc,
@@ -167,7 +167,7 @@ unsafe extern "C-unwind" {
         values: *mut pg_sys::Datum,
         isnull: *mut bool,
     ) -> pg_sys::HeapTuple;
-    #[cfg(not(feature = "pg15"))]
+    #[cfg(not(any(feature = "pg15", feature = "pg16")))]
     pub fn heap_modify_tuple_by_cols(
         tuple: pg_sys::HeapTuple,
         desc: pg_sys::TupleDesc,
@@ -176,13 +176,13 @@ unsafe extern "C-unwind" {
         values: *const pg_sys::Datum,
         isnull: *const bool,
     ) -> pg_sys::HeapTuple;
-    #[cfg(feature = "pg15")]
+    #[cfg(any(feature = "pg15", feature = "pg16"))]
     pub fn heap_form_tuple(
         desc: pg_sys::TupleDesc,
         values: *mut pg_sys::Datum,
         isnull: *mut bool,
     ) -> pg_sys::HeapTuple;
-    #[cfg(not(feature = "pg15"))]
+    #[cfg(not(any(feature = "pg15", feature = "pg16")))]
     pub fn heap_form_tuple(
         desc: pg_sys::TupleDesc,
         values: *const pg_sys::Datum,
