@@ -4,7 +4,7 @@ use pgrx::pg_sys;
 
 use crate::chunking::CurrentChunk;
 use crate::pg::boundary::PgError;
-use crate::pg::spi::{Bool, Int4, Int8, NotNull, Nullable, Session, Text, Tid};
+use crate::pg::spi::{Bool, Columns, Int4, Int8, NotNull, Nullable, Session, Text, Tid};
 use crate::statements;
 
 /// The state row of a map, as the holder of its lock read it.
@@ -70,21 +70,8 @@ pub type StateColumns = (
     NotNull<Bool>,
 );
 
-/// A row of [`StateColumns`], decoded.
-pub type StateRow = (
-    pg_sys::ItemPointerData,
-    i32,
-    i64,
-    i64,
-    i32,
-    i64,
-    Option<String>,
-    Option<String>,
-    i64,
-    Option<i64>,
-    bool,
-    bool,
-);
+/// A row of [`StateColumns`], decoded (the types follow from the columns').
+pub type StateRow = <StateColumns as Columns>::Row<'static>;
 
 /// A row of [`StateColumns`].
 pub fn map_state(
