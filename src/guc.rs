@@ -133,3 +133,38 @@ pub fn with_server_setting<R>(name: &CStr, value: &str, f: impl FnOnce() -> R) -
     unsafe { pg_sys::AtEOXact_GUC(true, nest_level) };
     result
 }
+
+static NULL_MAP_GUARD: GucSetting<bool> = GucSetting::<bool>::new(true);
+static NULL_MAP_GUARD_EVERYWHERE: GucSetting<bool> = GucSetting::<bool>::new(false);
+
+/// `chunked_map.null_map_guard_everywhere` (postmaster): install the NULL-map guard
+/// (`citus::null_map_guard`) even where Citus is not loaded, for testing it. Defined only while
+/// the library is preloaded.
+pub fn define_null_map_guard_everywhere() {
+    GucRegistry::define_bool_guc(
+        c"chunked_map.null_map_guard_everywhere",
+        c"Installs chunked_map's NULL-map guard even where Citus is not loaded.",
+        c"For testing the guard on a plain PostgreSQL; it only matters with Citus. Takes effect at server start.",
+        &NULL_MAP_GUARD_EVERYWHERE,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+}
+
+pub fn null_map_guard_everywhere() -> bool {
+    NULL_MAP_GUARD_EVERYWHERE.get()
+}
+
+/// `chunked_map.null_map_guard` (internal, always on where defined): tells other nodes'
+/// `chunked_distribute` that this one plans through the guard. Defined only where the guard is
+/// installed.
+pub fn define_null_map_guard() {
+    GucRegistry::define_bool_guc(
+        c"chunked_map.null_map_guard",
+        c"Whether chunked_map answers a call with a NULL map before Citus's delegation sees it.",
+        c"Defined (and on) only where chunked_map is in shared_preload_libraries after citus.",
+        &NULL_MAP_GUARD,
+        GucContext::Internal,
+        GucFlags::default(),
+    );
+}

@@ -24,9 +24,10 @@
 use std::sync::OnceLock;
 
 use pgrx::pg_sys;
-use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting, PgList};
+use pgrx::PgList;
 
 use crate::error::ChunkedError;
+use crate::guc;
 use crate::pg::boundary::enter;
 
 /// The hook that was installed before ours (another extension's), called after ours.
@@ -39,15 +40,8 @@ pub fn install() {
     if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         return;
     }
-    GucRegistry::define_bool_guc(
-        c"chunked_map.null_map_guard_everywhere",
-        c"Installs chunked_map's NULL-map guard even where Citus is not loaded.",
-        c"For testing the guard on a plain PostgreSQL; it only matters with Citus. Takes effect at server start.",
-        &EVERYWHERE,
-        GucContext::Postmaster,
-        GucFlags::default(),
-    );
-    if !super::is_loaded() && !EVERYWHERE.get() {
+    guc::define_null_map_guard_everywhere();
+    if !super::is_loaded() && !guc::null_map_guard_everywhere() {
         return;
     }
     // SAFETY: _PG_init runs once per process, before any query is planned; the hook pointer is
@@ -59,18 +53,8 @@ pub fn install() {
         pg_sys::create_upper_paths_hook = Some(final_stage_of_planning);
     }
     // what other nodes' chunked_distribute reads (through run_command_on_workers)
-    GucRegistry::define_bool_guc(
-        c"chunked_map.null_map_guard",
-        c"Whether chunked_map answers a call with a NULL map before Citus's delegation sees it.",
-        c"Defined (and on) only where chunked_map is in shared_preload_libraries after citus.",
-        &GUARD_SETTING,
-        GucContext::Internal,
-        GucFlags::default(),
-    );
+    guc::define_null_map_guard();
 }
-
-static GUARD_SETTING: GucSetting<bool> = GucSetting::<bool>::new(true);
-static EVERYWHERE: GucSetting<bool> = GucSetting::<bool>::new(false);
 
 /// Whether this process plans through the guard.
 pub fn installed() -> bool {
