@@ -350,8 +350,12 @@ fn announce() {
     let announcements = announcements();
     for (map, Announcement { channel, last_seq }) in announcements {
         let payload = serde_json::json!({"map": map, "last_seq": last_seq}).to_string();
-        let channel = CString::new(channel).unwrap_or_default();
-        let payload = CString::new(payload).unwrap_or_default();
+        // a channel the extension made and a JSON text: neither holds a NUL byte
+        let (Ok(channel), Ok(payload)) = (CString::new(channel), CString::new(payload)) else {
+            crate::pg::boundary::internal(format!(
+                "a notification of map \"{map}\" with a NUL byte"
+            ));
+        };
         let (channel_ptr, payload_ptr) = (channel.as_ptr(), payload.as_ptr());
         // SAFETY: NUL-terminated strings that outlive the call, which copies them; an error it
         // raises (a full notification queue) goes on as PostgreSQL raised it.

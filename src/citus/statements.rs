@@ -83,7 +83,12 @@ pub fn current_database(session: &Session) -> String {
         .run(&CURRENT_DATABASE, ())
         .first()
         .map(|(name,)| name)
-        .unwrap_or_default()
+        .unwrap_or_else(|| {
+            crate::error::ChunkedError::Internal {
+                context: "current_database() returned no row".into(),
+            }
+            .raise()
+        })
 }
 
 pub fn citus_version(session: &Session) -> Option<String> {

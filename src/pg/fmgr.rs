@@ -70,9 +70,12 @@ impl Call<'_> {
 impl<'fcx> Call<'fcx> {
     fn arg<T: FromDatum>(&self, index: usize) -> Option<T> {
         // SAFETY: fmgr fills `nargs` arguments; the SQL definition in sql/api.sql fixes their
-        // types, which the getters below assume.
+        // types, which the getters below assume (src/sql_declarations.rs checks that they do).
         unsafe {
-            if index >= usize::try_from((*self.fcinfo).nargs).unwrap_or(0) {
+            let nargs = usize::try_from((*self.fcinfo).nargs).unwrap_or_else(|_| {
+                super::boundary::internal("fmgr passed a negative argument count".into())
+            });
+            if index >= nargs {
                 return None;
             }
             pgrx::fcinfo::pg_getarg::<T>(self.fcinfo, index)

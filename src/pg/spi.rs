@@ -578,13 +578,17 @@ fn kept_plan<P: Params, C: Columns>(statement: &Statement<P, C>) -> pg_sys::SPIP
     if let Some(plan) = KEPT.with(|kept| kept.borrow().get(statement.key).copied()) {
         return plan;
     }
-    let sql = CString::new(statement.sql).unwrap_or_default();
+    let sql = CString::new(statement.sql).unwrap_or_else(|_| {
+        super::boundary::internal(format!("statement {} holds a NUL byte", statement.key))
+    });
     let mut types = P::TYPES.to_vec();
-    let (sql, count, types) = (
-        sql.as_ptr(),
-        i32::try_from(types.len()).unwrap_or(0),
-        types.as_mut_ptr(),
-    );
+    let count = i32::try_from(types.len()).unwrap_or_else(|_| {
+        super::boundary::internal(format!(
+            "statement {} has too many parameters",
+            statement.key
+        ))
+    });
+    let (sql, types) = (sql.as_ptr(), types.as_mut_ptr());
     // SAFETY: SPI is connected; SPI_keepplan moves the plan out of SPI's memory so that it
     // survives the connection. An error in preparing (the SQL objects changed under the plan)
     // goes on as PostgreSQL raised it.

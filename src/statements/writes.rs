@@ -399,13 +399,19 @@ pub fn inserted_by_this_transaction(session: &Session, map: &str, seq: i64) -> b
         .is_some_and(|(xid,)| unsafe { pg_sys::TransactionIdIsCurrentTransactionId(xid) })
 }
 
-/// [`INSTALLATION_SECRET`] (empty when the row is missing).
+/// [`INSTALLATION_SECRET`]. The row is made by the install script and never removed: without it
+/// the name locks' keys would be guessable, so its absence is an internal error.
 pub fn installation_secret(session: &Session) -> Vec<u8> {
     session
         .run(&INSTALLATION_SECRET, ())
         .first()
         .map(|(secret,)| secret)
-        .unwrap_or_default()
+        .unwrap_or_else(|| {
+            ChunkedError::Internal {
+                context: "the installation's secret (chunked_map.installation) is missing".into(),
+            }
+            .raise()
+        })
 }
 
 /// [`DROP_MAP`].
