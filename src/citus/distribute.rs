@@ -14,6 +14,7 @@ use super::statements as citus_statements;
 use crate::error::ChunkedError;
 use crate::guc;
 use crate::pg::spi;
+use crate::statements;
 use crate::xact;
 
 /// The storage tables, the first one the colocation anchor.
@@ -30,7 +31,8 @@ pub struct Distributed {
 }
 
 pub fn distribute() -> Distributed {
-    spi::connect(|session| {
+    // with search_path = pg_catalog, pg_temp, as every statement of the extension
+    statements::connect(|session| {
         let database = citus_statements::current_database(session);
         if citus_statements::citus_version(session).is_none() {
             ChunkedError::CitusMissing {
