@@ -431,6 +431,17 @@ fn the_writer_recipe_starts_and_appends_and_does_nothing_else() {
     assert_eq!(all_seqs(&mut owner, "mine"), vec![3, 2, 1]);
 }
 
+/// What [`HOSTILE_SCHEMA`]'s look-alikes recorded of their calls: nothing, or the test fails.
+fn assert_nothing_hostile_was_called(owner: &mut Client) {
+    let calls: Vec<String> = owner
+        .query("SELECT what FROM evil.calls", &[])
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert!(calls.is_empty(), "called in the hostile schema: {calls:?}");
+}
+
 /// A schema full of look-alikes of what the extension's functions use; each records its call.
 const HOSTILE_SCHEMA: &str = r#"
 CREATE SCHEMA evil;
@@ -543,13 +554,7 @@ fn statements_run_on_pg_catalog_whatever_search_path_the_caller_has() {
         let path: String = client.query_one("SHOW search_path", &[]).unwrap().get(0);
         assert_eq!(path, search_path);
     }
-    let calls: Vec<String> = owner
-        .query("SELECT what FROM evil.calls", &[])
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
-    assert!(calls.is_empty(), "called in the hostile schema: {calls:?}");
+    assert_nothing_hostile_was_called(&mut owner);
 }
 
 #[test]
@@ -623,13 +628,7 @@ fn a_hostile_search_path_changes_no_result_and_nothing_in_it_is_called() {
         );
     }
 
-    let calls: Vec<String> = owner
-        .query("SELECT what FROM evil.calls", &[])
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
-    assert!(calls.is_empty(), "called in the hostile schema: {calls:?}");
+    assert_nothing_hostile_was_called(&mut owner);
     let report = query_json(&mut owner, "chunked_map.chunked_verify('other')", &[]);
     assert_eq!(report["consistent"], true, "{report}");
     let evil_rows: i64 = owner
