@@ -1,4 +1,4 @@
-//! Taking a map's lock: the one place that decides whether a write may go on, and what the
+//! A map's lock: the one place that decides whether a write to a map may go on, and what the
 //! caller is told when it may not.
 //!
 //! A map's lock is a row lock on its state row, taken with `FOR UPDATE SKIP LOCKED`: it never
@@ -16,23 +16,20 @@
 //! writer ever acts on a map its snapshot sees out of date. That error reaches the caller as
 //! PostgreSQL raised it.
 //!
-//! A map's name is locked too (see `name_lock`) by `chunked_start` and `chunked_drop`, which
-//! may have no row to lock: so that a start never waits behind a drop or another start of the
-//! same name that has not committed yet.
 
 use std::time::{Duration, Instant};
 
-use pgrx::prelude::*;
+use pgrx::pg_sys;
 
 use crate::citus::{self, lock_wait::Polled};
 use crate::error::{ChunkedError, Held};
 use crate::guc;
-use crate::input::{ConsumerName, MapName};
-use crate::name_lock::{self, FeedLock, Wait};
-use crate::pg::boundary::{OrRethrow, PgError};
+use crate::input::MapName;
 use crate::pg::spi::Session;
 use crate::statements::state::{self, MapState};
 use crate::xact;
+
+use super::refusal::{locked, waiting_up_to};
 
 /// How many times a wait that ends with the row gone (dropped, perhaps started again) is tried
 /// again before the caller is told to retry.
@@ -97,109 +94,11 @@ fn absent(session: &Session, map: MapName<'_>) -> Option<MapState> {
     None
 }
 
-/// Takes the lock of the map's name: without waiting, or up to `chunked_map.lock_timeout`.
-pub fn lock_name(session: &Session, map: MapName<'_>) {
-    on_name(session, map, name_lock::lock);
-}
-
-/// Waits until no other transaction is starting or dropping a map of this name, without taking
-/// the name's lock: at once, or up to `chunked_map.lock_timeout`.
-pub fn probe_name(session: &Session, map: MapName<'_>) {
-    on_name(session, map, name_lock::probe);
-}
-
-/// `take` without waiting; if another transaction holds the name, 40001, or `take` again
-/// waiting up to `chunked_map.lock_timeout`.
-fn on_name(
-    session: &Session,
-    map: MapName<'_>,
-    take: fn(&Session, MapName<'_>, Wait) -> Result<bool, PgError>,
-) {
-    if take(session, map, Wait::Never).or_rethrow() {
-        return;
-    }
-    match guc::lock_timeout_ms() {
-        None => locked(map, Held::StartOrDrop),
-        Some(ms) => {
-            waiting_up_to(
-                ms,
-                ms,
-                || take(session, map, Wait::UpToLockTimeout),
-                |held| locked(map, held),
-            );
-        }
-    }
-}
-
-/// Takes the feed's lock for a start of `map` (see `feed`): shared with other starts, held
-/// while a consumer is being subscribed or unsubscribed: then 40001 at once, or a wait up to
-/// `chunked_map.lock_timeout`.
-pub fn lock_feed_for_start(map: MapName<'_>) {
-    if name_lock::lock_feed(FeedLock::Start, Wait::Never).or_rethrow() {
-        return;
-    }
-    match guc::lock_timeout_ms() {
-        None => start_while_subscribing(map, Held::Now),
-        Some(ms) => {
-            waiting_up_to(
-                ms,
-                ms,
-                || name_lock::lock_feed(FeedLock::Start, Wait::UpToLockTimeout),
-                |held| start_while_subscribing(map, held),
-            );
-        }
-    }
-}
-
-/// Takes the feed's lock for a subscription or its removal (see `feed`): while a map is being
-/// started (or another consumer subscribed), 40001 at once, or a wait up to
-/// `chunked_map.lock_timeout`.
-pub fn lock_feed_exclusive(consumer: ConsumerName<'_>) {
-    if name_lock::lock_feed(FeedLock::Subscription, Wait::Never).or_rethrow() {
-        return;
-    }
-    let busy = || -> bool {
-        ChunkedError::FeedBusy {
-            consumer: consumer.as_str().to_owned(),
-        }
-        .raise()
-    };
-    match guc::lock_timeout_ms() {
-        None => {
-            busy();
-        }
-        Some(ms) => {
-            waiting_up_to(
-                ms,
-                ms,
-                || name_lock::lock_feed(FeedLock::Subscription, Wait::UpToLockTimeout),
-                |_| busy(),
-            );
-        }
-    }
-}
-
 /// Whether the transaction reads with one snapshot (REPEATABLE READ, SERIALIZABLE).
 pub fn uses_transaction_snapshot() -> bool {
     // SAFETY: XactIsoLevel is a plain int of this backend (one thread), fixed for the whole
     // transaction once it has a snapshot; reading it cannot fault.
     unsafe { pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32 }
-}
-
-fn start_while_subscribing(map: MapName<'_>, held: Held) -> ! {
-    ChunkedError::StartWhileSubscribing {
-        map: map.as_str().to_owned(),
-        held,
-    }
-    .raise()
-}
-
-fn locked(map: MapName<'_>, held: Held) -> ! {
-    ChunkedError::Locked {
-        map: map.as_str().to_owned(),
-        held,
-    }
-    .raise()
 }
 
 /// Waits for the row lock, up to `left` (what remains of the call's wait; `ms` is the setting,
@@ -222,31 +121,4 @@ fn wait_for_lock(session: &Session, map: MapName<'_>, left: Duration, ms: i32) -
         || state::lock_state_wait(session, map.as_str()),
         |held| locked(map, held),
     )
-}
-
-/// Runs `wait` with the server's `lock_timeout` set to `wait_ms` (restored afterwards; an error
-/// restores it as part of the transaction's abort). The one place a wait's timeout or deadlock
-/// is relabelled: `refused` raises the caller's error for it (`Held::For(ms)`, `ms` being the
-/// setting's value for the message, or `Held::Deadlock`). Only for waits whose only lock is the
-/// one the caller names.
-fn waiting_up_to<R>(
-    wait_ms: i32,
-    ms: i32,
-    wait: impl FnOnce() -> Result<R, PgError>,
-    refused: impl FnOnce(Held) -> R,
-) -> R {
-    let outcome = guc::with_server_setting(c"lock_timeout", &format!("{wait_ms}ms"), wait);
-    match outcome {
-        Ok(value) => value,
-        // The transaction is aborting: relabel and raise, nothing else.
-        Err(error) if error.sqlstate() == PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE as i32 => {
-            error.forget();
-            refused(Held::For(ms))
-        }
-        Err(error) if error.sqlstate() == PgSqlErrorCode::ERRCODE_T_R_DEADLOCK_DETECTED as i32 => {
-            error.forget();
-            refused(Held::Deadlock)
-        }
-        Err(error) => error.rethrow(),
-    }
 }
