@@ -110,6 +110,22 @@ pub fn append(map: MapName<'_>, payload: Jsonb<'_>, expected_last_seq: Option<i6
     let payload = input::payload(payload, guc::payload_limit()).or_raise();
     let max_chunk_bytes = guc::max_chunk_bytes();
     let way = Way::on_this_server();
+    // Sequences only grow: an expectation below the newest sequence this transaction sees can
+    // never come true, whoever holds the map now. It is refused before the map's lock is taken,
+    // so a stale expectation never holds up other writers (in a transaction block, until the
+    // caller rolls back). A transaction that wrote the map holds it already: nobody else can
+    // move it, and the expectation is compared under the lock.
+    if let Some(expected) = expected_last_seq {
+        if xact::written(map.as_str()).is_none() {
+            statements::connect(|session| {
+                if let Some(next_seq) = state::next_seq_for_writer(session, map.as_str()) {
+                    if expected < next_seq - 1 {
+                        unexpected_last_seq(map, expected, next_seq - 1);
+                    }
+                }
+            });
+        }
+    }
     if way == Way::Direct {
         statements::check_sql_objects_once();
         let at = xact::written(map.as_str());
@@ -131,18 +147,7 @@ pub fn append(map: MapName<'_>, payload: Jsonb<'_>, expected_last_seq: Option<i6
             direct_append::Outcome::Full | direct_append::Outcome::Declined => {}
         }
     }
-    let holds_the_map = xact::written(map.as_str()).is_some();
     let written = statements::connect(|session| {
-        if let Some(expected) = expected_last_seq.filter(|_| !holds_the_map) {
-            // Sequences only grow: an expectation below the newest sequence this transaction
-            // sees can never come true, whoever holds the map now. (A transaction that wrote the
-            // map holds it: nobody else can, and the lock below reads it by its address.)
-            if let Some(next_seq) = state::next_seq_for_writer(session, map.as_str()) {
-                if expected < next_seq - 1 {
-                    unexpected_last_seq(map, expected, next_seq - 1);
-                }
-            }
-        }
         let state = lock::lock_existing_map(session, map);
         let actual = state.current.next_seq - 1;
         if let Some(expected) = expected_last_seq.filter(|expected| *expected != actual) {

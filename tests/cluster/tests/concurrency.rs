@@ -408,6 +408,47 @@ fn newest_seq(client: &mut Client, map: &str) -> i64 {
         .get(0)
 }
 
+/// An optimistic append whose expectation is already below the map's newest sequence is refused
+/// before the map's row is locked: its error never leaves the row marked by a lock (PostgreSQL
+/// sends the error before the failed transaction releases its locks, so a lock taken there
+/// would briefly hold up a writer that reacts to the error at once).
+#[test]
+fn a_stale_optimistic_append_is_refused_without_locking_the_map() {
+    let (_setup, mut first, mut second) = two_sessions("optimistic_stale", 3);
+    register(&mut first, "subs", "{}").unwrap();
+    register(&mut first, "subs", "{}").unwrap();
+    // the row's xmax: a lock taken by the refused call would leave its transaction id there
+    let locker = |client: &mut Client| -> String {
+        client
+            .query_one(
+                "SELECT s.xmax::text FROM chunked_map.map_state AS s WHERE s.map = 'subs'",
+                &[],
+            )
+            .unwrap()
+            .get(0)
+    };
+    let before = locker(&mut first);
+    for in_a_block in [false, true] {
+        if in_a_block {
+            second.batch_execute("BEGIN").unwrap();
+        }
+        assert_error(
+            register_if_last(&mut second, "subs", "{}", 1),
+            "23000",
+            "map \"subs\" has newest sequence 2, expected 1",
+        );
+        if in_a_block {
+            second.batch_execute("ROLLBACK").unwrap();
+        }
+        assert_eq!(
+            locker(&mut first),
+            before,
+            "in a transaction block: {in_a_block}"
+        );
+    }
+    assert_eq!(register_if_last(&mut first, "subs", "{}", 2).unwrap(), 3);
+}
+
 #[test]
 fn an_optimistic_append_after_a_concurrent_commit_reports_both_sequences() {
     let (_setup, mut first, mut second) = two_sessions("optimistic_two", 3);
