@@ -111,10 +111,11 @@ pub fn append(map: MapName<'_>, payload: Jsonb<'_>, expected_last_seq: Option<i6
     let max_chunk_bytes = guc::max_chunk_bytes();
     let way = Way::on_this_server();
     // Sequences only grow: an expectation below the newest sequence this transaction sees can
-    // never come true, whoever holds the map now. It is refused before the map's lock is taken,
-    // so a stale expectation never holds up other writers (in a transaction block, until the
-    // caller rolls back). A transaction that wrote the map holds it already: nobody else can
-    // move it, and the expectation is compared under the lock.
+    // never come true, whoever holds the map now. It is refused before the map's lock is taken:
+    // PostgreSQL sends the error before the failed transaction releases its locks, so a lock
+    // taken here would briefly hold up a writer that reacts to the error at once. A transaction
+    // that wrote the map holds it already: nobody else can move it, and the expectation is
+    // compared under the lock.
     if let Some(expected) = expected_last_seq {
         if xact::written(map.as_str()).is_none() {
             statements::connect(|session| {
