@@ -4,7 +4,7 @@ use pgrx::pg_sys;
 
 use crate::chunking::CurrentChunk;
 use crate::pg::boundary::PgError;
-use crate::pg::spi::{Bool, Columns, Int4, Int8, NotNull, Nullable, Session, Text, Tid};
+use crate::pg::spi::{Bool, Column, Columns, Int4, Int8, NotNull, Nullable, Session, Text, Tid};
 use crate::statements;
 
 /// The state row of a map, as the holder of its lock read it.
@@ -43,70 +43,79 @@ impl Retention {
     }
 }
 
-/// The state row's columns as a writer reads them: every statement that returns the state
-/// selects exactly these, in this order, and decodes them with [`map_state`].
-macro_rules! state_columns {
-    () => {
-        "s.ctid, s.chunk_size, s.current_first_seq, s.next_seq, s.current_chunk_size,
-         s.current_bytes, s.newest_archived_token, CASE WHEN s.notify THEN s.notify_channel END,
-         s.oldest_seq, s.retain_records, s.retain_age IS NOT NULL, s.followed"
+/// Declares the state row as writers read it, each column once: the expression selected (every
+/// statement that returns the state selects exactly these, in this order), its type, and the
+/// field of [`StateRow`] it decodes to. It makes `state_columns!()` (the select list),
+/// [`StateColumns`] (the types) and [`StateRow`] with its decoder.
+macro_rules! state_row {
+    ($(#[$first_doc:meta])* $first:ident: $first_type:ty = $first_sql:literal,
+     $($(#[$doc:meta])* $field:ident: $type:ty = $sql:literal,)*) => {
+        /// The select list of the state row, as writers read it (see `state_row!`).
+        macro_rules! state_columns {
+            () => {
+                concat!($first_sql $(, ", ", $sql)*)
+            };
+        }
+        pub(crate) use state_columns;
+
+        /// The types of `state_columns!()`.
+        pub type StateColumns = ($first_type, $($type,)*);
+
+        /// The state row as writers read it, column by column.
+        pub struct StateRow {
+            $(#[$first_doc])*
+            pub $first: <$first_type as Column>::Value<'static>,
+            $($(#[$doc])* pub $field: <$type as Column>::Value<'static>,)*
+        }
+
+        impl StateRow {
+            fn decoded(
+                ($first, $($field,)*): <StateColumns as Columns>::Row<'static>,
+            ) -> StateRow {
+                StateRow { $first, $($field,)* }
+            }
+        }
     };
 }
-pub(crate) use state_columns;
 
-/// The types of [`state_columns!`].
-pub type StateColumns = (
-    NotNull<Tid>,
-    NotNull<Int4>,
-    NotNull<Int8>,
-    NotNull<Int8>,
-    NotNull<Int4>,
-    NotNull<Int8>,
-    Nullable<Text>,
-    Nullable<Text>,
-    NotNull<Int8>,
-    Nullable<Int8>,
-    NotNull<Bool>,
-    NotNull<Bool>,
-);
+state_row! {
+    /// The row version read.
+    tid: NotNull<Tid> = "s.ctid",
+    chunk_size: NotNull<Int4> = "s.chunk_size",
+    current_first_seq: NotNull<Int8> = "s.current_first_seq",
+    next_seq: NotNull<Int8> = "s.next_seq",
+    current_chunk_size: NotNull<Int4> = "s.current_chunk_size",
+    current_bytes: NotNull<Int8> = "s.current_bytes",
+    newest_archived_token: Nullable<Text> = "s.newest_archived_token",
+    /// The channel, while notifications are on.
+    announce_on: Nullable<Text> = "CASE WHEN s.notify THEN s.notify_channel END",
+    oldest_seq: NotNull<Int8> = "s.oldest_seq",
+    retain_records: Nullable<Int8> = "s.retain_records",
+    /// Whether a `retain_age` is set.
+    retains_by_age: NotNull<Bool> = "s.retain_age IS NOT NULL",
+    followed: NotNull<Bool> = "s.followed",
+}
 
-/// A row of [`StateColumns`], decoded (the types follow from the columns').
-pub type StateRow = <StateColumns as Columns>::Row<'static>;
-
-/// A row of [`StateColumns`].
-pub fn map_state(
-    (
-        tid,
-        chunk_size,
-        first_seq,
-        next_seq,
-        size,
-        bytes,
-        newest_archived_token,
-        announce_on,
-        oldest_seq,
-        max_records,
-        by_age,
-        followed,
-    ): StateRow,
-) -> MapState {
+/// A row of [`StateColumns`], decoded: where each column's meaning is given.
+pub fn map_state(row: <StateColumns as Columns>::Row<'static>) -> MapState {
+    let row = StateRow::decoded(row);
     MapState {
-        tid,
-        chunk_size,
+        tid: row.tid,
+        chunk_size: row.chunk_size,
         current: CurrentChunk {
-            first_seq,
-            next_seq,
-            size,
-            bytes,
+            first_seq: row.current_first_seq,
+            next_seq: row.next_seq,
+            size: row.current_chunk_size,
+            bytes: row.current_bytes,
         },
-        newest_archived_token,
-        announce_on,
-        oldest_seq,
+        newest_archived_token: row.newest_archived_token,
+        announce_on: row.announce_on,
+        oldest_seq: row.oldest_seq,
         retention: Retention {
-            max_records,
-            by_age,
+            max_records: row.retain_records,
+            by_age: row.retains_by_age,
         },
-        followed,
+        followed: row.followed,
     }
 }
 
