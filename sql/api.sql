@@ -1,6 +1,8 @@
 -- The SQL functions (their C side is src/api.rs). Every one is SECURITY DEFINER and none is
--- STRICT (a NULL argument raises 22004, but where NULL has a meaning:
--- a retention limit, or every map for chunked_apply_retention); reads are STABLE PARALLEL SAFE,
+-- STRICT (a NULL argument raises 22004, but where NULL has a meaning: a retention limit, every
+-- map for chunked_apply_retention, every map for chunked_subscribe's category, the whole kept
+-- history for chunked_set_id_window, no expectation for chunked_register_once, a record without
+-- an id in chunked_register_many_once's ids); reads are STABLE PARALLEL SAFE,
 -- writes VOLATILE PARALLEL UNSAFE. Nobody but the owner may call them until granted
 -- (sql/finalize.sql revokes EXECUTE from PUBLIC; sql/grants/ has the recipes).
 
@@ -24,18 +26,30 @@ RETURNS SETOF bigint
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_register_many_wrapper';
 
+-- (0.5) Appends with an id the map remembers: a second append of an id it remembers appends
+-- nothing and returns the first one's sequence, with duplicate = true.
+CREATE FUNCTION chunked_map.chunked_register_once(map text, payload jsonb, id text, expected_last_seq bigint DEFAULT NULL)
+RETURNS TABLE (seq bigint, duplicate boolean)
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_register_once_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_register_many_once(map text, payloads jsonb[], ids text[])
+RETURNS TABLE (seq bigint, duplicate boolean)
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_register_many_once_wrapper';
+
 CREATE FUNCTION chunked_map.chunked_page(map text, page_token text DEFAULT 'current')
 RETURNS jsonb
 STABLE SECURITY DEFINER PARALLEL SAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_page_wrapper';
 
 CREATE FUNCTION chunked_map.chunked_records(map text, page_token text DEFAULT 'current')
-RETURNS TABLE (seq bigint, payload jsonb)
+RETURNS TABLE (seq bigint, payload jsonb, at timestamptz, id text)
 STABLE SECURITY DEFINER PARALLEL SAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_records_wrapper';
 
 CREATE FUNCTION chunked_map.chunked_read(map text, after_seq bigint DEFAULT 0, max_records integer DEFAULT 100)
-RETURNS TABLE (seq bigint, payload jsonb)
+RETURNS TABLE (seq bigint, payload jsonb, at timestamptz, id text)
 STABLE SECURITY DEFINER PARALLEL SAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_read_wrapper';
 
@@ -43,6 +57,11 @@ CREATE FUNCTION chunked_map.chunked_get(map text, seq bigint)
 RETURNS jsonb
 STABLE SECURITY DEFINER PARALLEL SAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_get_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_get_by_id(map text, id text)
+RETURNS jsonb
+STABLE SECURITY DEFINER PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_get_by_id_wrapper';
 
 CREATE FUNCTION chunked_map.chunked_info(map text)
 RETURNS jsonb
@@ -84,6 +103,11 @@ RETURNS bigint
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_apply_retention_wrapper';
 
+CREATE FUNCTION chunked_map.chunked_set_id_window(map text, max_records bigint)
+RETURNS void
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_set_id_window_wrapper';
+
 CREATE FUNCTION chunked_map.chunked_subscribe(consumer text, category text DEFAULT NULL, from_start boolean DEFAULT true)
 RETURNS boolean
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
@@ -95,7 +119,7 @@ VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_unsubscribe_wrapper';
 
 CREATE FUNCTION chunked_map.chunked_poll(consumer text, max_records integer DEFAULT 100, member integer DEFAULT 0, group_size integer DEFAULT 1)
-RETURNS TABLE (map text, seq bigint, payload jsonb, trimmed boolean)
+RETURNS TABLE (map text, seq bigint, payload jsonb, trimmed boolean, at timestamptz, id text)
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_poll_wrapper';
 

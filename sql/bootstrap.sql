@@ -58,6 +58,9 @@ CREATE TABLE chunked_map.map_state (
     -- (0.4) which map of that name this is: a map dropped and started again is another one, and
     -- a consumer's position in the one before (see consumer_position) means nothing for it
     incarnation           bigint  NOT NULL DEFAULT pg_catalog.nextval('chunked_map.map_incarnation'),
+    -- (0.5) how many of its newest records' ids the map remembers (record_id), NULL: those of
+    -- every record it keeps
+    id_window             bigint  DEFAULT 10000,
     CONSTRAINT map_state_pkey PRIMARY KEY (map)
 ) WITH (fillfactor = 70);
 
@@ -67,6 +70,11 @@ CREATE TABLE chunked_map.current_record (
     map     text   COLLATE "C" NOT NULL,
     seq     bigint NOT NULL,
     payload jsonb  NOT NULL,
+    -- (0.5) when the record was appended: the appending transaction's start (now()); NULL for
+    -- records appended before 0.5
+    at      timestamptz,
+    -- (0.5) the id its writer gave it, if any
+    id      text   COLLATE "C",
     CONSTRAINT current_record_pkey PRIMARY KEY (map, seq)
 );
 
@@ -86,6 +94,11 @@ CREATE TABLE chunked_map.archived_chunk (
     -- (0.4) when the chunk was archived (the clock at the write that archived it), the age that
     -- retain_age is measured by; chunks archived before 0.4 have the time of the update to 0.4
     archived_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    -- (0.5) the records' times and ids, index for index with payloads: ats NULL for a chunk
+    -- archived before 0.5 (an element NULL for a record appended before 0.5), ids NULL when no
+    -- record of the chunk has one
+    ats        timestamptz[],
+    ids        text[]   COLLATE "C",
     CONSTRAINT archived_chunk_pkey PRIMARY KEY (map, first_seq)
 );
 
@@ -95,7 +108,9 @@ DO $$
 BEGIN
     IF 'lz4' = ANY (SELECT pg_catalog.unnest(enumvals) FROM pg_catalog.pg_settings
                     WHERE name = 'default_toast_compression') THEN
-        ALTER TABLE chunked_map.archived_chunk ALTER COLUMN payloads SET COMPRESSION lz4;
+        ALTER TABLE chunked_map.archived_chunk ALTER COLUMN payloads SET COMPRESSION lz4,
+                                               ALTER COLUMN ats SET COMPRESSION lz4,
+                                               ALTER COLUMN ids SET COMPRESSION lz4;
     END IF;
 END
 $$;
@@ -147,6 +162,18 @@ CREATE TABLE chunked_map.map_change (
 );
 CREATE INDEX map_change_xid ON chunked_map.map_change (xid);
 
+-- (0.5) The ids a map remembers, to tell a retried append from a new one: one row per record
+-- appended with an id, among the map's newest id_window records (pruned when a chunk is
+-- archived: up to one chunk more are kept) or, with id_window NULL, among all it keeps.
+-- Retention, trims and drops remove the rows of the records they remove.
+CREATE TABLE chunked_map.record_id (
+    map text   COLLATE "C" NOT NULL,
+    id  text   COLLATE "C" NOT NULL,
+    seq bigint NOT NULL,
+    CONSTRAINT record_id_pkey PRIMARY KEY (map, id)
+);
+CREATE INDEX record_id_seq ON chunked_map.record_id (map, seq);
+
 -- A random key of this installation, for what every role can see and must not be able to link
 -- to a map's name: the keys of the locks on map names (src/name_lock.rs), which pg_locks shows.
 -- Readable by the owner only; not dumped (a restored database gets a key of its own).
@@ -163,3 +190,4 @@ SELECT pg_catalog.pg_extension_config_dump('chunked_map.archived_chunk', '');
 SELECT pg_catalog.pg_extension_config_dump('chunked_map.consumer', '');
 SELECT pg_catalog.pg_extension_config_dump('chunked_map.consumer_position', '');
 SELECT pg_catalog.pg_extension_config_dump('chunked_map.map_incarnation', '');
+SELECT pg_catalog.pg_extension_config_dump('chunked_map.record_id', '');

@@ -15,6 +15,7 @@ use crate::input::{self, required, ConsumerName, MapName};
 use crate::read;
 use crate::retention;
 use crate::sql_function;
+use crate::statements::reads::Record;
 
 // Starts a map; `false` (and no change) when it already exists.
 sql_function!(
@@ -36,7 +37,7 @@ sql_function!(
         call.writes(c"chunked_register()");
         let map = MapName::parse(call.text(0)).or_raise();
         let payload = required(call.jsonb(1), "payload").or_raise();
-        call.returns_bigint(append::append(map, payload, None))
+        call.returns_bigint(append::append(map, payload, None, None).seq)
     }
 );
 
@@ -50,7 +51,23 @@ sql_function!(
         let map = MapName::parse(call.text(0)).or_raise();
         let payload = required(call.jsonb(1), "payload").or_raise();
         let expected = required(call.int8(2), "expected_last_seq").or_raise();
-        call.returns_bigint(append::append(map, payload, Some(expected)))
+        call.returns_bigint(append::append(map, payload, Some(expected), None).seq)
+    }
+);
+
+// (0.5) Appends one record with an id: while the map remembers the id, appends nothing and
+// returns the sequence it was appended as; one row `(seq, duplicate)`. With
+// `expected_last_seq` (NULL: none), only if the map's newest sequence is that.
+sql_function!(
+    pg_finfo_chunked_register_once_wrapper,
+    chunked_register_once_wrapper,
+    |call| {
+        call.writes(c"chunked_register_once()");
+        let map = MapName::parse(call.text(0)).or_raise();
+        let payload = required(call.jsonb(1), "payload").or_raise();
+        let id = input::record_id(required(call.text(2), "id").or_raise()).or_raise();
+        let registered = append::append(map, payload, call.int8(3), Some(id));
+        call.returns_rows(std::iter::once(registered_row(registered)))
     }
 );
 
@@ -62,11 +79,33 @@ sql_function!(
         call.writes(c"chunked_register_many()");
         let map = MapName::parse(call.text(0)).or_raise();
         let payloads = required(call.jsonb_array(1), "payloads").or_raise();
-        let (first, last) = append::append_many(map, payloads);
+        let registered = append::append_many(map, payloads);
         call.returns_values(
             pgrx::pg_sys::INT8OID,
-            (first..=last).map(pgrx::pg_sys::Datum::from),
+            registered
+                .into_iter()
+                .map(|registered| pgrx::pg_sys::Datum::from(registered.seq)),
         )
+    }
+);
+
+// (0.5) Appends every payload with its id (NULL: none), in order, under one lock; a payload
+// whose id the map remembers, or an earlier payload of the batch has, appends nothing. Rows
+// `(seq, duplicate)`, one per payload.
+sql_function!(
+    pg_finfo_chunked_register_many_once_wrapper,
+    chunked_register_many_once_wrapper,
+    |call| {
+        call.writes(c"chunked_register_many_once()");
+        let map = MapName::parse(call.text(0)).or_raise();
+        let payloads = required(call.jsonb_array(1), "payloads").or_raise();
+        let ids = required(call.text_array(2), "ids").or_raise();
+        let ids: Vec<Option<&str>> = ids
+            .iter()
+            .map(|id| id.as_deref().map(|id| input::record_id(id).or_raise()))
+            .collect();
+        let registered = append::append_many_once(map, payloads, &ids);
+        call.returns_rows(registered.into_iter().map(registered_row))
     }
 );
 
@@ -81,7 +120,7 @@ sql_function!(
     }
 );
 
-// The same page as rows `(seq, payload)`, newest first.
+// The same page as rows `(seq, payload, at, id)`, newest first.
 sql_function!(
     pg_finfo_chunked_records_wrapper,
     chunked_records_wrapper,
@@ -89,7 +128,7 @@ sql_function!(
         let map = MapName::parse(call.text(0)).or_raise();
         let token = required(call.text(1), "page_token").or_raise();
         let records = read::page_records(call.memory(), map, token);
-        call.returns_rows(records.into_iter().map(record_row))
+        call.returns_rows_with_nulls(records.into_iter().map(record_row))
     }
 );
 
@@ -102,16 +141,27 @@ sql_function!(
         let after_seq = input::after_seq(call.int8(1)).or_raise();
         let max_records = input::max_records(call.int4(2)).or_raise();
         let records = read::forward(call.memory(), map, after_seq, max_records);
-        call.returns_rows(records.into_iter().map(record_row))
+        call.returns_rows_with_nulls(records.into_iter().map(record_row))
     }
 );
 
-// One record, `{"seq": n, "payload": ...}`, by its sequence number.
+// One record, `{"at": ..., "id": ..., "seq": n, "payload": ...}`, by its sequence number.
 sql_function!(pg_finfo_chunked_get_wrapper, chunked_get_wrapper, |call| {
     let map = MapName::parse(call.text(0)).or_raise();
     let seq = required(call.int8(1), "seq").or_raise();
     call.returns_jsonb(read::get(call.memory(), map, seq))
 });
+
+// (0.5) One record by its id, while the map remembers it.
+sql_function!(
+    pg_finfo_chunked_get_by_id_wrapper,
+    chunked_get_by_id_wrapper,
+    |call| {
+        let map = MapName::parse(call.text(0)).or_raise();
+        let id = input::record_id(required(call.text(1), "id").or_raise()).or_raise();
+        call.returns_jsonb(read::get_by_id(call.memory(), map, id))
+    }
+);
 
 // The map's summary, from its state row alone.
 sql_function!(
@@ -186,6 +236,19 @@ sql_function!(
     }
 );
 
+// (0.5) Sets how many of its newest records' ids the map remembers (NULL: all it keeps).
+sql_function!(
+    pg_finfo_chunked_set_id_window_wrapper,
+    chunked_set_id_window_wrapper,
+    |call| {
+        call.writes(c"chunked_set_id_window()");
+        let map = MapName::parse(call.text(0)).or_raise();
+        let window = input::id_window(call.int8(1)).or_raise();
+        append::set_id_window(map, window);
+        call.returns_void()
+    }
+);
+
 // (0.4) Applies the retention policy of one map, or of every map that has one (NULL).
 sql_function!(
     pg_finfo_chunked_apply_retention_wrapper,
@@ -222,7 +285,7 @@ sql_function!(
 );
 
 // (0.4) The next records the consumer (its member `member` of `group_size`) has not had, rows
-// `(map, seq, payload, trimmed)`; acknowledged by the caller's commit. A row with `trimmed`
+// `(map, seq, payload, trimmed, at, id)` (0.5: with the record's time and id); acknowledged by the caller's commit. A row with `trimmed`
 // true (and a NULL payload): records up to `seq` were trimmed before the consumer had them.
 sql_function!(
     pg_finfo_chunked_poll_wrapper,
@@ -240,6 +303,9 @@ sql_function!(
                 Some(pgrx::pg_sys::Datum::from(row.seq)),
                 row.payload.map(|payload| payload.datum()),
                 Some(pgrx::pg_sys::Datum::from(trimmed)),
+                row.at.map(pgrx::pg_sys::Datum::from),
+                row.id
+                    .and_then(|id| pgrx::IntoDatum::into_datum(id.as_str())),
             ]
         }))
     }
@@ -271,7 +337,22 @@ sql_function!(
     }
 );
 
-/// A record as a row `(seq, payload)`.
-fn record_row((seq, payload): (i64, crate::jsonb::Jsonb<'_>)) -> [pgrx::pg_sys::Datum; 2] {
-    [pgrx::pg_sys::Datum::from(seq), payload.datum()]
+/// A record as a row `(seq, payload, at, id)`.
+fn record_row(record: Record<'_>) -> [Option<pgrx::pg_sys::Datum>; 4] {
+    [
+        Some(pgrx::pg_sys::Datum::from(record.seq)),
+        Some(record.payload.datum()),
+        record.at.map(pgrx::pg_sys::Datum::from),
+        record
+            .id
+            .and_then(|id| pgrx::IntoDatum::into_datum(id.as_str())),
+    ]
+}
+
+/// An append's answer as a row `(seq, duplicate)`.
+fn registered_row(registered: append::Registered) -> [pgrx::pg_sys::Datum; 2] {
+    [
+        pgrx::pg_sys::Datum::from(registered.seq),
+        pgrx::pg_sys::Datum::from(registered.duplicate),
+    ]
 }

@@ -15,10 +15,11 @@ use crate::input::{self, MapName};
 use crate::jsonb::{BatchMemory, Jsonb, JsonbArray, Payload};
 use crate::lock;
 use crate::pg::spi::Session;
+use crate::record_ids::{self, InBatch};
 use crate::retention;
 use crate::statements;
 use crate::statements::state::{self, MapState};
-use crate::statements::writes::{self, Written};
+use crate::statements::writes::{self, BatchRecords, NewRecord, Written};
 use crate::token::archived_token;
 use crate::xact::{self, Announcement};
 
@@ -97,26 +98,55 @@ impl Way {
     }
 }
 
+/// What an append answers: the record's sequence, and whether it was appended before (an id
+/// the map remembers: nothing was appended now).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Registered {
+    pub seq: i64,
+    pub duplicate: bool,
+}
+
+/// The time a record appended now is given: the transaction's start (`now()`), the same for
+/// every record of the transaction and by either way of writing it.
+fn transaction_time() -> i64 {
+    // SAFETY: reads the transaction's start, which PostgreSQL set when it began; raises nothing.
+    unsafe { pgrx::pg_sys::GetCurrentTransactionStartTimestamp() }
+}
+
 /// Appends one record and returns its sequence number; with `expected_last_seq`, only if the
-/// map's newest sequence is that (0: an empty map), the optimistic append. The one append of a
-/// record: lock the map, make room (archive a full chunk), write the record (see [`Way`]),
-/// record what the feed and the commit's notification need.
+/// map's newest sequence is that (0: an empty map), the optimistic append; with `id`, only if
+/// the map does not remember that id (`record_ids`), else it answers with the sequence the id
+/// was appended as. The one append of a record: lock the map, look the id up, check the
+/// expectation, make room (archive a full chunk), write the record (see [`Way`]), remember its
+/// id, record what the feed and the commit's notification need.
 ///
-/// Directly, the common case is one call that locks without waiting and writes; where it
-/// cannot (another transaction holds the map, the map does not exist, its chunk is full), the
-/// lock is taken by `lock` (which waits up to `chunked_map.lock_timeout` or says why not), the
-/// chunk archived, and the record written by the same way.
-pub fn append(map: MapName<'_>, payload: Jsonb<'_>, expected_last_seq: Option<i64>) -> i64 {
+/// Directly, the common case (no id) is one call that locks without waiting and writes; where
+/// it cannot (another transaction holds the map, the map does not exist, its chunk is full), or
+/// where an id must be looked up first, the lock is taken by `lock` (which waits up to
+/// `chunked_map.lock_timeout` or says why not), the chunk archived, and the record written by
+/// the same way.
+pub fn append(
+    map: MapName<'_>,
+    payload: Jsonb<'_>,
+    expected_last_seq: Option<i64>,
+    id: Option<&str>,
+) -> Registered {
     let payload = input::payload(payload, guc::payload_limit()).or_raise();
     let max_chunk_bytes = guc::max_chunk_bytes();
     let way = Way::on_this_server();
+    let record = NewRecord {
+        payload,
+        at: transaction_time(),
+        id,
+    };
     // Sequences only grow: an expectation below the newest sequence this transaction sees can
     // never come true, whoever holds the map now. It is refused before the map's lock is taken:
     // PostgreSQL sends the error before the failed transaction releases its locks, so a lock
     // taken here would briefly hold up a writer that reacts to the error at once. A transaction
     // that wrote the map holds it already: nobody else can move it, and the expectation is
-    // compared under the lock.
-    if let Some(expected) = expected_last_seq {
+    // compared under the lock. (An append with an id is a retry, perhaps: the id is looked up
+    // before the expectation is compared, under the lock.)
+    if let (Some(expected), None) = (expected_last_seq, id) {
         if xact::written(map.as_str()).is_none() {
             statements::connect(|session| {
                 if let Some(next_seq) = state::next_seq_for_writer(session, map.as_str()) {
@@ -127,18 +157,15 @@ pub fn append(map: MapName<'_>, payload: Jsonb<'_>, expected_last_seq: Option<i6
             });
         }
     }
-    if way == Way::Direct {
+    if way == Way::Direct && id.is_none() {
         statements::check_sql_objects_once();
         let at = xact::written(map.as_str());
-        match direct_append::write(
-            map.as_str(),
-            payload,
-            max_chunk_bytes,
-            at,
-            expected_last_seq,
-        ) {
+        match direct_append::write(map.as_str(), record, max_chunk_bytes, at, expected_last_seq) {
             direct_append::Outcome::Appended(appended) => {
-                return wrote_directly(map, appended);
+                return Registered {
+                    seq: wrote_directly(map, appended),
+                    duplicate: false,
+                };
             }
             direct_append::Outcome::NotAsExpected { actual } => {
                 if let Some(expected) = expected_last_seq {
@@ -150,6 +177,12 @@ pub fn append(map: MapName<'_>, payload: Jsonb<'_>, expected_last_seq: Option<i6
     }
     let written = statements::connect(|session| {
         let state = lock::lock_existing_map(session, map);
+        if let Some(seq) = id.and_then(|id| record_ids::appended_as(session, map.as_str(), id)) {
+            return UnderLock::AppendedBefore {
+                seq,
+                tid: state.tid,
+            };
+        }
         let actual = state.current.next_seq - 1;
         if let Some(expected) = expected_last_seq.filter(|expected| *expected != actual) {
             unexpected_last_seq(map, expected, actual);
@@ -158,7 +191,7 @@ pub fn append(map: MapName<'_>, payload: Jsonb<'_>, expected_last_seq: Option<i6
         let written = match way {
             Way::Direct => match direct_append::write(
                 map.as_str(),
-                payload,
+                record,
                 max_chunk_bytes,
                 Some(state.tid),
                 None,
@@ -170,21 +203,49 @@ pub fn append(map: MapName<'_>, payload: Jsonb<'_>, expected_last_seq: Option<i6
                     followed: appended.followed,
                 },
                 direct_append::Outcome::Declined => {
-                    writes::write_record(session, map.as_str(), &state, payload)
+                    writes::write_record(session, map.as_str(), &state, record)
                 }
                 // the lock is held and the chunk has room: the row cannot have changed
                 direct_append::Outcome::Full | direct_append::Outcome::NotAsExpected { .. } => {
                     writes::lost_state_row(map.as_str())
                 }
             },
-            Way::Sql => writes::write_record(session, map.as_str(), &state, payload),
+            Way::Sql => writes::write_record(session, map.as_str(), &state, record),
         };
+        if let Some(id) = id {
+            record_ids::remember(session, map.as_str(), id, written.seq);
+        }
         record_move(session, map, written.followed);
-        written
+        UnderLock::Wrote(written)
     });
-    let seq = written.seq;
-    wrote(map, written);
-    seq
+    match written {
+        UnderLock::Wrote(written) => {
+            let seq = written.seq;
+            wrote(map, written);
+            Registered {
+                seq,
+                duplicate: false,
+            }
+        }
+        UnderLock::AppendedBefore { seq, tid } => {
+            // the map's lock is held to the transaction's end, as by any write
+            xact::remember_written(map.as_str(), tid);
+            Registered {
+                seq,
+                duplicate: true,
+            }
+        }
+    }
+}
+
+/// What an append did under the map's lock.
+enum UnderLock {
+    Wrote(Written),
+    /// The id was appended before as `seq`; the state row (locked) is at `tid`.
+    AppendedBefore {
+        seq: i64,
+        tid: pgrx::pg_sys::ItemPointerData,
+    },
 }
 
 /// What the rest of the transaction needs of a record written directly at the first try: the
@@ -236,6 +297,7 @@ fn make_room(
         return state;
     }
     let archived = archive_current(session, map, &state, max_chunk_bytes);
+    record_ids::keep_window(session, map.as_str(), &archived);
     // one chunk (or the pieces of an oversized one) archived: at most one more removed
     retention::apply_locked(session, map.as_str(), archived, Some(2)).0
 }
@@ -277,13 +339,38 @@ fn archive_current(
     writes::close_current(session, map.as_str(), state, &newest, to_i64(pieces.len()))
 }
 
-/// Appends every payload in order under one lock; returns the first and last sequence
-/// assigned (`first > last` when there were none). Full chunks of the batch are archived as
-/// they are, without passing through the current chunk's table; each payload is sent to the
-/// server once.
-pub fn append_many(map: MapName<'_>, payloads: JsonbArray<'_>) -> (i64, i64) {
+/// Appends every payload in order under one lock; returns the sequence of each (contiguous).
+/// Full chunks of the batch are archived as they are, without passing through the current
+/// chunk's table; each payload is sent to the server once.
+pub fn append_many(map: MapName<'_>, payloads: JsonbArray<'_>) -> Vec<Registered> {
+    let payloads = batch_payloads(payloads);
+    let ids = vec![None; payloads.len()];
+    append_batch(map, &payloads, &ids)
+}
+
+/// [`append_many`] with an id per payload (`None`: none): a payload whose id the map remembers,
+/// or that an earlier payload of the batch has, appends nothing and answers with that record's
+/// sequence (see `record_ids`).
+pub fn append_many_once(
+    map: MapName<'_>,
+    payloads: JsonbArray<'_>,
+    ids: &[Option<&str>],
+) -> Vec<Registered> {
+    let payloads = batch_payloads(payloads);
+    if ids.len() != payloads.len() {
+        ChunkedError::IdsDoNotMatchPayloads {
+            payloads: payloads.len(),
+            ids: ids.len(),
+        }
+        .raise()
+    }
+    append_batch(map, &payloads, ids)
+}
+
+/// The payloads of a batch, each measured and within the limit.
+fn batch_payloads(payloads: JsonbArray<'_>) -> Vec<Payload<'_>> {
     let limit = guc::payload_limit();
-    let payloads: Vec<Payload<'_>> = payloads
+    payloads
         .elements()
         .into_iter()
         .enumerate()
@@ -296,23 +383,54 @@ pub fn append_many(map: MapName<'_>, payloads: JsonbArray<'_>) -> (i64, i64) {
                 .or_raise();
             input::payload(payload, limit).or_raise()
         })
-        .collect();
-    let sizes: Vec<usize> = payloads.iter().map(|p| p.bytes()).collect();
+        .collect()
+}
+
+fn append_batch(
+    map: MapName<'_>,
+    all: &[Payload<'_>],
+    all_ids: &[Option<&str>],
+) -> Vec<Registered> {
     let max_chunk_bytes = guc::max_chunk_bytes();
-    let (first, tid, announce_on) = statements::connect(|session| {
+    let at = transaction_time();
+    let mut memory = BatchMemory::new();
+    let (plan, first, tid, announce_on) = statements::connect(|session| {
         let mut state = lock::lock_existing_map(session, map);
+        let known = if all_ids.iter().any(Option::is_some) {
+            memory.with_arrays(&[], all_ids, |_, ids| {
+                ids.map(|ids| record_ids::appended_as_any(session, map.as_str(), ids))
+                    .unwrap_or_default()
+            })
+        } else {
+            Default::default()
+        };
+        let plan = record_ids::plan_batch(all_ids, &known);
+        let (payloads, ids): (Vec<Payload<'_>>, Vec<Option<&str>>) = plan
+            .iter()
+            .zip(all.iter().zip(all_ids))
+            .filter(|(answer, _)| matches!(answer, InBatch::New(_)))
+            .map(|(_, (payload, id))| (*payload, *id))
+            .unzip();
         let first = state.current.next_seq;
         if payloads.is_empty() {
-            return (first, state.tid, None);
+            return (plan, first, state.tid, None);
         }
+        let sizes: Vec<usize> = payloads.iter().map(|p| p.bytes()).collect();
         let Batch { fill, chunks } =
             chunking::plan_batch(&state.current, state.chunk_size, &sizes, max_chunk_bytes);
-        let mut memory = BatchMemory::new();
         let mut archived = 0_i64;
+        let write_range = |memory: &mut BatchMemory,
+                           range: std::ops::Range<usize>,
+                           write: &mut dyn FnMut(BatchRecords<'_>)| {
+            memory.with_arrays(&payloads[range.clone()], &ids[range], |payloads, ids| {
+                write(BatchRecords { payloads, ids, at })
+            })
+        };
 
         if fill > 0 {
-            memory.with_array(&payloads[..fill], |array| {
-                writes::append_payloads(session, map.as_str(), state.current.next_seq, array)
+            let next_seq = state.current.next_seq;
+            write_range(&mut memory, 0..fill, &mut |records| {
+                writes::append_payloads(session, map.as_str(), next_seq, records)
             });
             state.current.next_seq += to_i64(fill);
             state.current.bytes += total_bytes(&sizes[..fill]);
@@ -321,14 +439,16 @@ pub fn append_many(map: MapName<'_>, payloads: JsonbArray<'_>) -> (i64, i64) {
             state = archive_current(session, map, &state, max_chunk_bytes);
             for chunk in full {
                 let first_seq = state.current.next_seq;
-                memory.with_array(&payloads[chunk.clone()], |array| {
+                let (chunk_size, prev_token) =
+                    (state.chunk_size, state.newest_archived_token.clone());
+                write_range(&mut memory, chunk.clone(), &mut |records| {
                     writes::archive_payloads(
                         session,
                         map.as_str(),
                         first_seq,
-                        state.chunk_size,
-                        state.newest_archived_token.as_deref(),
-                        array,
+                        chunk_size,
+                        prev_token.as_deref(),
+                        records,
                     )
                 });
                 state.newest_archived_token = Some(archived_token(first_seq));
@@ -336,15 +456,24 @@ pub fn append_many(map: MapName<'_>, payloads: JsonbArray<'_>) -> (i64, i64) {
                 state.current.first_seq = state.current.next_seq;
                 archived += 1;
             }
-            memory.with_array(&payloads[last.clone()], |array| {
-                writes::append_payloads(session, map.as_str(), state.current.next_seq, array)
+            let next_seq = state.current.next_seq;
+            write_range(&mut memory, last.clone(), &mut |records| {
+                writes::append_payloads(session, map.as_str(), next_seq, records)
             });
             state.current.size = state.chunk_size;
             state.current.next_seq += to_i64(last.len());
             state.current.bytes = total_bytes(&sizes[last.clone()]);
         }
         state.tid = writes::advance_state(session, map.as_str(), &state, archived);
+        if ids.iter().any(Option::is_some) {
+            memory.with_arrays(&[], &ids, |_, ids| {
+                if let Some(ids) = ids {
+                    record_ids::remember_from(session, map.as_str(), first, ids);
+                }
+            });
+        }
         if !chunks.is_empty() {
+            record_ids::keep_window(session, map.as_str(), &state);
             // `archived + 1` chunks archived (the current one, and the batch's full ones): at
             // most one more than that removed
             let bound = usize::try_from(archived)
@@ -353,23 +482,41 @@ pub fn append_many(map: MapName<'_>, payloads: JsonbArray<'_>) -> (i64, i64) {
             state = retention::apply_locked(session, map.as_str(), state, Some(bound)).0;
         }
         record_move(session, map, state.followed);
-        (first, state.tid, state.announce_on.clone())
+        (plan, first, state.tid, state.announce_on.clone())
     });
-    let last = first + to_i64(payloads.len()) - 1;
-    if payloads.is_empty() {
+    let new = plan
+        .iter()
+        .filter(|answer| matches!(answer, InBatch::New(_)))
+        .count();
+    if new == 0 {
         xact::remember_written(map.as_str(), tid);
     } else {
         wrote(
             map,
             Written {
-                seq: last,
+                seq: first + to_i64(new) - 1,
                 tid,
                 announce_on,
                 followed: false,
             },
         );
     }
-    (first, last)
+    plan.into_iter()
+        .map(|answer| match answer {
+            InBatch::New(n) => Registered {
+                seq: first + to_i64(n),
+                duplicate: false,
+            },
+            InBatch::SameAs(n) => Registered {
+                seq: first + to_i64(n),
+                duplicate: true,
+            },
+            InBatch::Known(seq) => Registered {
+                seq,
+                duplicate: true,
+            },
+        })
+        .collect()
 }
 
 /// Changes the chunk size of a map under its lock (so it cannot race an append's rollover).
@@ -378,6 +525,18 @@ pub fn set_chunk_size(map: MapName<'_>, chunk_size: i32) {
     let tid = statements::connect(|session| {
         let state = lock::lock_existing_map(session, map);
         writes::set_chunk_size(session, map.as_str(), &state, chunk_size)
+    });
+    xact::remember_written(map.as_str(), tid);
+}
+
+/// Sets how many of its newest records' ids the map remembers (`None`: every record's it
+/// keeps), and forgets at once those outside the new window (see `record_ids`).
+pub fn set_id_window(map: MapName<'_>, window: Option<i64>) {
+    let tid = statements::connect(|session| {
+        let state = lock::lock_existing_map(session, map);
+        let state = writes::set_id_window(session, map.as_str(), &state, window);
+        record_ids::keep_window(session, map.as_str(), &state);
+        state.tid
     });
     xact::remember_written(map.as_str(), tid);
 }

@@ -33,10 +33,10 @@ use pgrx::pg_sys;
 use crate::chunking::CurrentChunk;
 use crate::citus;
 use crate::guc;
-use crate::jsonb::Payload;
 use crate::pg::boundary::catching;
 use crate::pg::heap::{self, Locked, Table, TableName};
 use crate::pg::raw;
+use crate::statements::writes::NewRecord;
 
 /// A record written directly: its sequence, the state row's new address, whether a consumer of
 /// the feed follows the map (the caller records its move, once per transaction) and whether its
@@ -71,7 +71,7 @@ pub enum Outcome {
 /// is this.
 pub fn write(
     map: &str,
-    payload: Payload<'_>,
+    record: NewRecord<'_>,
     max_chunk_bytes: usize,
     at: Option<pg_sys::ItemPointerData>,
     expected_last_seq: Option<i64>,
@@ -79,14 +79,23 @@ pub fn write(
     let Ok(map_len) = c_int::try_from(map.len()) else {
         return Outcome::Declined;
     };
+    let id = match record.id {
+        Some(id) => match c_int::try_from(id.len()) {
+            Ok(len) => Some((id.as_ptr().cast(), len)),
+            Err(_) => return Outcome::Declined,
+        },
+        None => None,
+    };
     if !can_write_directly() {
         return Outcome::Declined;
     }
     let request = Request {
         map: map.as_ptr().cast(),
         map_len,
-        payload: payload.value().datum(),
-        bytes: payload.bytes(),
+        payload: record.payload.value().datum(),
+        bytes: record.payload.bytes(),
+        appended_at: record.at,
+        id,
         limit: max_chunk_bytes,
         at,
         expected_last_seq,
@@ -127,6 +136,10 @@ struct Request {
     map_len: c_int,
     payload: pg_sys::Datum,
     bytes: usize,
+    /// The record's time (a `timestamptz`).
+    appended_at: i64,
+    /// The record's id: its bytes (valid for the call) and length.
+    id: Option<(*const c_char, c_int)>,
     limit: usize,
     at: Option<pg_sys::ItemPointerData>,
     expected_last_seq: Option<i64>,
@@ -145,7 +158,12 @@ struct Columns {
     record_map: c_int,
     record_seq: c_int,
     record_payload: c_int,
+    record_at: c_int,
+    record_id: c_int,
 }
+
+/// The columns of `current_record`: map, seq, payload, at, id.
+const RECORD_COLUMNS: usize = 5;
 
 /// The most columns of `map_state` the append reads (dropped ones included): 15 at 0.4.0.
 const MAX_STATE_COLUMNS: usize = 64;
@@ -193,8 +211,8 @@ unsafe fn attempt(request: Request) -> Outcome {
 
 /// The columns, when both tables have them with the types the extension gave them.
 fn columns(state: Table, record: Table) -> Option<Columns> {
-    use pg_sys::{BOOLOID, INT4OID, INT8OID, JSONBOID, TEXTOID};
-    if state.columns() > MAX_STATE_COLUMNS || record.columns() != 3 {
+    use pg_sys::{BOOLOID, INT4OID, INT8OID, JSONBOID, TEXTOID, TIMESTAMPTZOID};
+    if state.columns() > MAX_STATE_COLUMNS || record.columns() != RECORD_COLUMNS {
         return None;
     }
     let map = state.column(c"map", TEXTOID)?;
@@ -213,6 +231,8 @@ fn columns(state: Table, record: Table) -> Option<Columns> {
         record_map: record.column(c"map", TEXTOID)?,
         record_seq: record.column(c"seq", INT8OID)?,
         record_payload: record.column(c"payload", JSONBOID)?,
+        record_at: record.column(c"at", TIMESTAMPTZOID)?,
+        record_id: record.column(c"id", TEXTOID)?,
     })
 }
 
@@ -291,24 +311,36 @@ unsafe fn advance(
             [columns.next_seq, columns.current_bytes],
             [pg_sys::Datum::from(after), pg_sys::Datum::from(new_bytes)],
         );
-        let mut row = [pg_sys::Datum::from(0usize); 3];
-        // `columns` checked that the record table has exactly these three
-        let mut set = |n: c_int, value: pg_sys::Datum| {
-            if let Some(slot) = usize::try_from(n - 1).ok().and_then(|i| row.get_mut(i)) {
-                *slot = value;
+        let mut row = [pg_sys::Datum::from(0usize); RECORD_COLUMNS];
+        let mut nulls = [false; RECORD_COLUMNS];
+        // `columns` checked that the record table has exactly these columns
+        let mut set = |n: c_int, value: Option<pg_sys::Datum>| {
+            if let Some(i) = usize::try_from(n - 1).ok().filter(|i| *i < RECORD_COLUMNS) {
+                row[i] = value.unwrap_or(pg_sys::Datum::from(0usize));
+                nulls[i] = value.is_none();
             }
         };
-        set(columns.record_map, map);
-        set(columns.record_seq, pg_sys::Datum::from(next_seq));
+        set(columns.record_map, Some(map));
+        set(columns.record_seq, Some(pg_sys::Datum::from(next_seq)));
         // stored as the SQL path stores it: the value itself, compressed (or moved out of
         // line) by the column's own method, whatever form the caller's datum had
         set(
             columns.record_payload,
-            pg_sys::Datum::from(raw::pg_detoast_datum(
+            Some(pg_sys::Datum::from(raw::pg_detoast_datum(
                 request.payload.cast_mut_ptr::<pg_sys::varlena>(),
-            )),
+            ))),
         );
-        record.insert(&row, &[false; 3]);
+        set(
+            columns.record_at,
+            Some(pg_sys::Datum::from(request.appended_at)),
+        );
+        set(
+            columns.record_id,
+            request
+                .id
+                .map(|(id, len)| pg_sys::Datum::from(raw::cstring_to_text_with_len(id, len))),
+        );
+        record.insert(&row, &nulls);
         Some(Outcome::Appended(Appended {
             seq: next_seq,
             tid,

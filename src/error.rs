@@ -71,6 +71,11 @@ pub enum ChunkedError {
     #[error("map \"{map}\" has no record with sequence {seq}")]
     UnknownSeq { map: String, seq: i64 },
 
+    /// (0.5) `chunked_get_by_id` of an id the map does not remember (never given, outside its
+    /// id window, or its record removed).
+    #[error("map \"{map}\" remembers no record with id {}", token::quoted(.id))]
+    UnknownId { map: String, id: String },
+
     /// (0.4) A page token of a chunk that `chunked_trim` or the map's retention removed (or any
     /// token before the oldest kept sequence).
     #[error("page token \"{token}\" of map \"{map}\" names a trimmed chunk: the oldest sequence kept is {oldest_seq}")]
@@ -120,6 +125,18 @@ pub enum ChunkedError {
 
     #[error("max_age must be a positive interval (NULL: no limit)")]
     InvalidRetainedAge,
+
+    /// (0.5) A record id is 1 to `max` bytes.
+    #[error("id must be 1 to {max} bytes long, got {bytes} bytes")]
+    InvalidId { bytes: usize, max: usize },
+
+    /// (0.5) `chunked_register_many_once`: one id (or NULL) per payload.
+    #[error("ids must have one element per payload: {payloads} payloads, {ids} ids")]
+    IdsDoNotMatchPayloads { payloads: usize, ids: usize },
+
+    /// (0.5) How many records' ids a map remembers.
+    #[error("max_records must be 1 or more (NULL: every record the map keeps), got {value}")]
+    InvalidIdWindow { value: i64 },
 
     #[error("payload of {bytes} bytes exceeds the limit of {limit} bytes")]
     PayloadTooLarge {
@@ -201,6 +218,7 @@ impl ChunkedError {
             | UnknownSeq { .. }
             | TrimmedToken { .. }
             | TrimmedSeq { .. }
+            | UnknownId { .. }
             | ConsumerNotFound { .. } => PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
             MalformedToken { .. }
             | InvalidMapName { .. }
@@ -209,6 +227,9 @@ impl ChunkedError {
             | MaxRecordsOutOfRange { .. }
             | InvalidRetainedRecords { .. }
             | InvalidRetainedAge
+            | InvalidId { .. }
+            | IdsDoNotMatchPayloads { .. }
+            | InvalidIdWindow { .. }
             | InvalidConsumerName { .. }
             | InvalidCategory { .. }
             | GroupSizeOutOfRange { .. }
@@ -302,6 +323,10 @@ impl ChunkedError {
                     .into(),
             ),
             OutdatedSqlObjects { .. } => Some("Run ALTER EXTENSION chunked_map UPDATE.".into()),
+            UnknownId { .. } => Some(
+                "A map remembers the ids of its newest id_window records (chunked_info); chunked_set_id_window(map, NULL) remembers those of every record it keeps."
+                    .into(),
+            ),
             ConsumerNotFound { consumer } => Some(format!(
                 "Create it with chunked_map.chunked_subscribe('{}').",
                 consumer.replace('\'', "''")

@@ -39,7 +39,7 @@ use crate::lock;
 use crate::pg::spi::{CallerMemory, Session};
 use crate::statements;
 use crate::statements::feed as feed_statements;
-use crate::statements::reads::Records;
+use crate::statements::reads::{Record, Records};
 
 /// One delivered row: a record, or (payload `None`) the sign that records up to `seq` were
 /// trimmed before the consumer had them.
@@ -47,6 +47,9 @@ pub struct Delivered<'fcx> {
     pub map: String,
     pub seq: i64,
     pub payload: Option<Jsonb<'fcx>>,
+    /// The record's time and id (see `statements::reads::Record`).
+    pub at: Option<i64>,
+    pub id: Option<String>,
 }
 
 /// Whether a map started now is followed: on the newest committed state, once no subscription
@@ -258,6 +261,8 @@ fn deliver<'fcx>(
             map: map.to_owned(),
             seq: through,
             payload: None,
+            at: None,
+            id: None,
         });
         *budget -= 1;
     };
@@ -270,24 +275,31 @@ fn deliver<'fcx>(
         let records: Records<'fcx> = session
             .run(&feed_statements::RECORDS_NOW, (map, position, end, budget))
             .iter()
-            .map(|(seq, payload)| (seq, payload.copy_to(caller)))
+            .map(|(seq, payload, at, id)| Record {
+                seq,
+                payload: payload.copy_to(caller),
+                at,
+                id,
+            })
             .collect();
         // a trim that committed since the map's extent was read (this statement has a snapshot
         // of its own under READ COMMITTED): the records start later than the position
-        if let Some((first, _)) = records.first() {
-            if *first > position + 1 {
-                gap(&mut rows, first - 1, &mut budget);
+        if let Some(first) = records.first() {
+            if first.seq > position + 1 {
+                gap(&mut rows, first.seq - 1, &mut budget);
             }
         }
-        for (seq, payload) in records
+        for record in records
             .into_iter()
             .take(usize::try_from(budget.max(0)).unwrap_or(0))
         {
-            position = seq;
+            position = record.seq;
             rows.push(Delivered {
                 map: map.to_owned(),
-                seq,
-                payload: Some(payload),
+                seq: record.seq,
+                payload: Some(record.payload),
+                at: record.at,
+                id: record.id,
             });
         }
     }

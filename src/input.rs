@@ -167,6 +167,31 @@ pub fn max_records_kept(value: Option<i64>) -> Result<Option<i64>, ChunkedError>
     }
 }
 
+/// The most bytes a record's id may have: room for any UUID, ULID, hash or key a producer
+/// derives from its own data, small enough that remembering ids stays cheap.
+pub const MAX_ID_BYTES: usize = 256;
+
+/// A record's id: 1 to [`MAX_ID_BYTES`] bytes.
+pub fn record_id(value: &str) -> Result<&str, ChunkedError> {
+    if (1..=MAX_ID_BYTES).contains(&value.len()) {
+        Ok(value)
+    } else {
+        Err(ChunkedError::InvalidId {
+            bytes: value.len(),
+            max: MAX_ID_BYTES,
+        })
+    }
+}
+
+/// How many of its newest records' ids a map remembers: 1 or more, or `None` (every record it
+/// keeps).
+pub fn id_window(value: Option<i64>) -> Result<Option<i64>, ChunkedError> {
+    match value {
+        Some(value) if value < 1 => Err(ChunkedError::InvalidIdWindow { value }),
+        _ => Ok(value),
+    }
+}
+
 /// A retention limit on age: a positive interval (no part of it negative, not zero), or `None`
 /// (no limit). `infinity` (PostgreSQL 17 and later) is accepted and never removes anything.
 pub fn max_age(

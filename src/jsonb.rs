@@ -343,6 +343,20 @@ impl JsonbArrayDatum<'_> {
     }
 }
 
+/// A `text[]` value built from some records' ids (a batch's chunk; NULL elements for records
+/// without one), valid for `'m` as [`JsonbArrayDatum`] is.
+#[derive(Clone, Copy)]
+pub struct TextArrayDatum<'m> {
+    datum: pg_sys::Datum,
+    memory: PhantomData<&'m ()>,
+}
+
+impl TextArrayDatum<'_> {
+    pub fn datum(self) -> pg_sys::Datum {
+        self.datum
+    }
+}
+
 /// Memory for a batch's arrays, one at a time: a batch's memory stays at one chunk's worth,
 /// however long the batch. Freed when dropped.
 pub struct BatchMemory(pgrx::PgMemoryContexts);
@@ -384,6 +398,66 @@ impl BatchMemory {
         // SAFETY: nothing built in this context is used after `write` returned.
         unsafe { self.0.reset() };
         result
+    }
+
+    /// Builds a `jsonb[]` of `payloads` and, when any of `ids` is given, a `text[]` of them
+    /// (NULL where a record has none; `None` when none has one), and hands them to `write`, then
+    /// frees them, as [`BatchMemory::with_array`].
+    pub fn with_arrays<R>(
+        &mut self,
+        payloads: &[Payload<'_>],
+        ids: &[Option<&str>],
+        write: impl for<'a> FnOnce(JsonbArrayDatum<'a>, Option<TextArrayDatum<'a>>) -> R,
+    ) -> R {
+        if ids.iter().all(Option::is_none) {
+            return self.with_array(payloads, |array| write(array, None));
+        }
+        let ids_datum = self.text_array(ids);
+        self.with_array(payloads, |array| {
+            write(
+                array,
+                Some(TextArrayDatum {
+                    datum: ids_datum,
+                    memory: PhantomData,
+                }),
+            )
+        })
+    }
+
+    /// A one-dimensional `text[]` of `values`, made in this memory.
+    fn text_array(&mut self, values: &[Option<&str>]) -> pg_sys::Datum {
+        let count = i32::try_from(values.len()).unwrap_or(i32::MAX);
+        // SAFETY: every element is a text made here from a UTF-8 string of its length, or NULL
+        // (flagged); the type facts are text's (varlena, int alignment); the array lives in this
+        // context until the reset after `write` (`with_array` resets it).
+        unsafe {
+            self.0.switch_to(|_| {
+                let mut nulls: Vec<bool> = values.iter().map(Option::is_none).collect();
+                let mut datums: Vec<pg_sys::Datum> = values
+                    .iter()
+                    .map(|value| match value {
+                        Some(text) => pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(
+                            text.as_ptr().cast(),
+                            i32::try_from(text.len()).unwrap_or(i32::MAX),
+                        )),
+                        None => pg_sys::Datum::from(0usize),
+                    })
+                    .collect();
+                let mut dims = [count];
+                let mut lower_bounds = [1];
+                pg_sys::Datum::from(pg_sys::construct_md_array(
+                    datums.as_mut_ptr(),
+                    nulls.as_mut_ptr(),
+                    1,
+                    dims.as_mut_ptr(),
+                    lower_bounds.as_mut_ptr(),
+                    pg_sys::TEXTOID,
+                    -1,
+                    false,
+                    pg_sys::TYPALIGN_INT as _,
+                ))
+            })
+        }
     }
 }
 

@@ -40,6 +40,7 @@ mod lock;
 mod name_lock;
 mod pg;
 mod read;
+mod record_ids;
 mod retention;
 mod sql_declarations;
 mod statement_list;

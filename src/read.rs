@@ -15,7 +15,7 @@ use crate::input::MapName;
 use crate::jsonb::Jsonb;
 use crate::pg::spi::{CallerMemory, Session};
 use crate::statements::reads::{self, Looked, Records};
-use crate::statements::{self, state};
+use crate::statements::{self, ids, state};
 use crate::token::PageToken;
 
 /// The token, parsed; 22023 when malformed.
@@ -160,6 +160,25 @@ pub fn get<'fcx>(caller: CallerMemory<'fcx>, map: MapName<'_>, seq: i64) -> Json
         },
     )
     .or_raise()
+}
+
+/// The record with `id`, while the map remembers it (see `record_ids`): the one with the
+/// sequence it was appended as.
+pub fn get_by_id<'fcx>(caller: CallerMemory<'fcx>, map: MapName<'_>, id: &str) -> Jsonb<'fcx> {
+    let seq = statements::connect(|session| {
+        if let Some(seq) = ids::find(session, map.as_str(), id) {
+            return Ok(seq);
+        }
+        if state::extent(session, map.as_str()).is_none() {
+            return Err(not_started(map));
+        }
+        Err(ChunkedError::UnknownId {
+            map: map.as_str().to_owned(),
+            id: id.to_owned(),
+        })
+    })
+    .or_raise();
+    get(caller, map, seq)
 }
 
 fn not_started(map: MapName<'_>) -> ChunkedError {

@@ -125,6 +125,7 @@ fn getter_type(getter: &str) -> Option<&'static str> {
         "interval" => "interval",
         "jsonb" => "jsonb",
         "jsonb_array" => "jsonb[]",
+        "text_array" => "text[]",
         _ => return None,
     })
 }

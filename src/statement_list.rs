@@ -5,7 +5,7 @@
 #![cfg(any(test, feature = "pg_test"))]
 
 use crate::citus;
-use crate::statements::{self, feed, reads, retention, state, verify, writes};
+use crate::statements::{self, feed, ids, reads, retention, state, verify, writes};
 
 /// Every statement (those that name Citus's objects only where Citus is there: `with_citus`).
 pub fn all(with_citus: bool) -> Vec<&'static dyn crate::pg::spi::Declared> {
@@ -15,6 +15,7 @@ pub fn all(with_citus: bool) -> Vec<&'static dyn crate::pg::spi::Declared> {
         reads::ALL,
         retention::ALL,
         feed::ALL,
+        ids::ALL,
         verify::ALL,
         citus::statements::probe::ALL,
         statements::ALL,
@@ -38,6 +39,7 @@ mod tests {
             reads::SQL,
             retention::SQL,
             feed::SQL,
+            ids::SQL,
             verify::SQL,
             citus::statements::probe::SQL,
             citus::statements::SQL,

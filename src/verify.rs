@@ -71,7 +71,7 @@ fn problems(stored: &StoredMap) -> Vec<String> {
         }
         if chunk.malformed {
             problems.push(format!(
-                "archived chunk {token} is malformed (NULL payloads or not a one-dimensional array)"
+                "archived chunk {token} is malformed (NULL payloads, or its payloads, times or ids not one-dimensional arrays of one element per record)"
             ));
         }
         if chunk.layout != 1 {

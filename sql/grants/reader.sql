@@ -7,5 +7,6 @@ GRANT EXECUTE ON FUNCTION
     chunked_map.chunked_records(text, text),
     chunked_map.chunked_read(text, bigint, integer),
     chunked_map.chunked_get(text, bigint),
+    chunked_map.chunked_get_by_id(text, text),
     chunked_map.chunked_info(text)
 TO chunked_map_reader;

@@ -6,5 +6,7 @@ GRANT EXECUTE ON FUNCTION
     chunked_map.chunked_start(text, integer),
     chunked_map.chunked_register(text, jsonb),
     chunked_map.chunked_register(text, jsonb, bigint),
-    chunked_map.chunked_register_many(text, jsonb[])
+    chunked_map.chunked_register_many(text, jsonb[]),
+    chunked_map.chunked_register_once(text, jsonb, text, bigint),
+    chunked_map.chunked_register_many_once(text, jsonb[], text[])
 TO chunked_map_writer;

@@ -18,10 +18,11 @@ use crate::statements;
 use crate::xact;
 
 /// The storage tables, the first one the colocation anchor.
-pub const TABLES: [&str; 3] = [
+pub const TABLES: [&str; 4] = [
     citus_statements::TABLES_ANCHOR,
     "chunked_map.current_record",
     "chunked_map.archived_chunk",
+    "chunked_map.record_id",
 ];
 
 /// What `chunked_distribute` did: tables and functions it distributed now (not before).

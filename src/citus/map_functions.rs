@@ -3,15 +3,18 @@
 //! (and to `sql/api.sql` and the grant recipes of docs/security.md).
 
 /// Every function whose first argument is the map.
-pub const MAP_FUNCTIONS: [&str; 15] = [
+pub const MAP_FUNCTIONS: [&str; 19] = [
     "chunked_map.chunked_start(text, integer)",
     "chunked_map.chunked_register(text, jsonb)",
     "chunked_map.chunked_register(text, jsonb, bigint)",
     "chunked_map.chunked_register_many(text, jsonb[])",
+    "chunked_map.chunked_register_once(text, jsonb, text, bigint)",
+    "chunked_map.chunked_register_many_once(text, jsonb[], text[])",
     "chunked_map.chunked_page(text, text)",
     "chunked_map.chunked_records(text, text)",
     "chunked_map.chunked_read(text, bigint, integer)",
     "chunked_map.chunked_get(text, bigint)",
+    "chunked_map.chunked_get_by_id(text, text)",
     "chunked_map.chunked_info(text)",
     "chunked_map.chunked_set_chunk_size(text, integer)",
     "chunked_map.chunked_set_notify(text, boolean)",
@@ -19,4 +22,5 @@ pub const MAP_FUNCTIONS: [&str; 15] = [
     "chunked_map.chunked_drop(text)",
     "chunked_map.chunked_trim(text, bigint)",
     "chunked_map.chunked_set_retention(text, bigint, interval)",
+    "chunked_map.chunked_set_id_window(text, bigint)",
 ];

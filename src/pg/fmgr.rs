@@ -111,6 +111,11 @@ impl<'fcx> Call<'fcx> {
         self.arg::<JsonbArray<'fcx>>(index)
     }
 
+    /// A `text[]` argument's elements, copied, `None` for a NULL element.
+    pub fn text_array(&self, index: usize) -> Option<Vec<Option<String>>> {
+        self.arg::<Vec<Option<String>>>(index)
+    }
+
     /// The trigger's data, when PostgreSQL fires the function as a trigger.
     pub fn trigger_data(&self) -> *mut pg_sys::TriggerData {
         // SAFETY: fmgr's context node, which is a TriggerData exactly when called as a trigger.

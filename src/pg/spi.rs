@@ -149,6 +149,10 @@ sql_types! {
     Bytea = BYTEAOID;
     /// An `interval`.
     IntervalValue = INTERVALOID;
+    /// A `timestamptz`: microseconds since 2000-01-01 00:00 UTC, as PostgreSQL keeps it.
+    Timestamptz = TIMESTAMPTZOID;
+    /// A `text[]` array.
+    TextArrayValue = TEXTARRAYOID;
     /// What a function returning nothing returns.
     Void = VOIDOID;
 }
@@ -190,6 +194,18 @@ impl Bind<Int8> for i64 {
 impl Bind<Int8> for Option<i64> {
     fn bind(self) -> Param {
         Param(self.map(pg_sys::Datum::from))
+    }
+}
+
+impl Bind<Timestamptz> for i64 {
+    fn bind(self) -> Param {
+        Param(Some(pg_sys::Datum::from(self)))
+    }
+}
+
+impl Bind<TextArrayValue> for Option<crate::jsonb::TextArrayDatum<'_>> {
+    fn bind(self) -> Param {
+        Param(self.map(|array| array.datum()))
     }
 }
 
@@ -321,6 +337,7 @@ decodes!(Bool => bool, |d| bool::from_datum(d, false).unwrap_or_default());
 decodes!(Text => String, |d| String::from_datum(d, false).unwrap_or_default());
 decodes!(Bytea => Vec<u8>, |d| <Vec<u8>>::from_datum(d, false).unwrap_or_default());
 decodes!(Tid => pg_sys::ItemPointerData, |d| *d.cast_mut_ptr::<pg_sys::ItemPointerData>());
+decodes!(Timestamptz => i64, |d| d.value() as i64);
 decodes!(Xid => pg_sys::TransactionId, |d| pg_sys::TransactionId::from(d.value() as u32));
 
 impl Column for NotNull<JsonbValue> {
@@ -414,6 +431,8 @@ columns_for_tuples! {
     (A 1, B 2, C 3, D 4, E 5, F 6, G 7, H 8, I 9, J 10)
     (A 1, B 2, C 3, D 4, E 5, F 6, G 7, H 8, I 9, J 10, K 11)
     (A 1, B 2, C 3, D 4, E 5, F 6, G 7, H 8, I 9, J 10, K 11, L 12)
+    (A 1, B 2, C 3, D 4, E 5, F 6, G 7, H 8, I 9, J 10, K 11, L 12, M 13)
+    (A 1, B 2, C 3, D 4, E 5, F 6, G 7, H 8, I 9, J 10, K 11, L 12, M 13, N 14)
 }
 
 // ---- running ----------------------------------------------------------------------------

@@ -5,7 +5,7 @@
 //! `hashtextextended(map, 0)` is `m` modulo `g` (PostgreSQL's stable 64-bit hash of text, the
 //! one hash partitioning uses: the same on every version and platform).
 
-use crate::pg::spi::{Bool, Int4, Int8, JsonbValue, NotNull, Nullable, Session, Text};
+use crate::pg::spi::{Bool, Int4, Int8, NotNull, Nullable, Session, Text};
 use crate::statements;
 
 /// Whether a consumer of category `$1` (NULL: every map) follows `$2`'s category.
@@ -254,7 +254,7 @@ statements! {
 
     /// Records `$2 < seq < $3`, oldest first, at most `$4`, on the snapshot a writer reads
     /// with (the forward read's statement, `reads::READ_FORWARD`).
-    pub RECORDS_NOW: Statement<(Text, Int8, Int8, Int8), (NotNull<Int8>, NotNull<JsonbValue>)> =
+    pub RECORDS_NOW: Statement<(Text, Int8, Int8, Int8), super::reads::RecordColumns> =
         write(super::reads::read_forward_sql!());
 
     /// Moves the consumer's position in the map (incarnation `$5`) to `$3`; `$4`: it read the

@@ -6,6 +6,7 @@
 //! - [`reads`]: pages, rows, forward reads, single records, the summary;
 //! - [`retention`]: removing a map's oldest chunks, and its retention policy;
 //! - [`feed`]: consumers of the feed across maps, their positions, what moved;
+//! - [`ids`]: the ids a map remembers (see `record_ids`);
 //! - [`verify`]: the whole stored history of a map, for `chunked_verify`.
 //!
 //! (The statements only a Citus cluster runs are in `citus::statements`; the list of every
@@ -28,6 +29,7 @@
 //!   `chunked_trim` and retention (see `retention`).
 
 pub mod feed;
+pub mod ids;
 pub mod reads;
 pub mod retention;
 pub mod state;

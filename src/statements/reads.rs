@@ -3,21 +3,60 @@
 //! statement's snapshot; results are copied into the caller's memory.
 
 use crate::jsonb::Jsonb;
-use crate::pg::spi::{CallerMemory, Int8, JsonbValue, NotNull, Nullable, RowJsonb, Session, Text};
+use crate::pg::spi::{
+    CallerMemory, Int8, JsonbValue, NotNull, Nullable, RowJsonb, Session, Text, Timestamptz,
+};
 use crate::statements;
 
-/// Records read from a map, copied into the caller's memory.
-pub type Records<'fcx> = Vec<(i64, Jsonb<'fcx>)>;
+/// A record read from a map, its payload copied into the caller's memory.
+pub struct Record<'fcx> {
+    pub seq: i64,
+    pub payload: Jsonb<'fcx>,
+    /// When it was appended (a `timestamptz`); `None` for a record appended before 0.5.
+    pub at: Option<i64>,
+    pub id: Option<String>,
+}
+
+/// Records read from a map.
+pub type Records<'fcx> = Vec<Record<'fcx>>;
+
+/// The columns a record is read as: `seq, payload, at, id`.
+pub type RecordColumns = (
+    NotNull<Int8>,
+    NotNull<JsonbValue>,
+    Nullable<Timestamptz>,
+    Nullable<Text>,
+);
+
+/// A record as an object of a page or of `chunked_get`: `{"at", "id", "seq", "payload"}`, its
+/// time in UTC with microseconds (`2026-12-02T07:47:17.123456Z`) whatever the session's time
+/// zone and date style (a page is byte-identical on every read), `null` where not known (before
+/// 0.5), its id `null` where it has none.
+macro_rules! record_json {
+    ($seq:literal, $payload:literal, $at:literal, $id:literal) => {
+        concat!(
+            "jsonb_build_object('seq', ",
+            $seq,
+            ", 'payload', ",
+            $payload,
+            ", 'at', to_char(",
+            $at,
+            " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), 'id', ",
+            $id,
+            ")"
+        )
+    };
+}
 
 /// The forward read's SQL: records `$2 < seq < $3` of map `$1`, oldest first, at most `$4`
 /// (see [`READ_FORWARD`]; the feed reads the same way on a writer's snapshot).
 macro_rules! read_forward_sql {
     () => {
-        "SELECT r.seq, r.payload
+        "SELECT r.seq, r.payload, r.at, r.id
          FROM (
-             SELECT a.first_seq + p.i - 1 AS seq, p.payload
+             SELECT a.first_seq + p.i - 1 AS seq, p.payload, p.at, p.id
              FROM chunked_map.archived_chunk AS a
-             CROSS JOIN LATERAL unnest(a.payloads) WITH ORDINALITY AS p(payload, i)
+             CROSS JOIN LATERAL unnest(a.payloads, a.ats, a.ids) WITH ORDINALITY AS p(payload, at, id, i)
              WHERE a.map = $1
                AND a.first_seq >= coalesce(
                        (SELECT b.first_seq FROM chunked_map.archived_chunk AS b
@@ -25,7 +64,7 @@ macro_rules! read_forward_sql {
                         ORDER BY b.first_seq DESC LIMIT 1), 0)
                AND a.first_seq < $3
              UNION ALL
-             SELECT c.seq, c.payload
+             SELECT c.seq, c.payload, c.at, c.id
              FROM chunked_map.current_record AS c
              WHERE c.map = $1 AND c.seq > $2 AND c.seq < $3
          ) AS r
@@ -39,36 +78,36 @@ pub(crate) use read_forward_sql;
 statements! {
     /// The current page: the current chunk's records newest first, and the newest archived
     /// token. State and records are read by one statement, so they agree.
-    pub CURRENT_PAGE: Statement<(Text,), (NotNull<JsonbValue>,)> = read(
+    pub CURRENT_PAGE: Statement<(Text,), (NotNull<JsonbValue>,)> = read(concat!(
         "SELECT jsonb_build_object(
                 'map', s.map,
                 'page_token', 'current',
                 'records', coalesce(
-                    (SELECT jsonb_agg(jsonb_build_object('seq', c.seq, 'payload', c.payload) ORDER BY c.seq DESC)
+                    (SELECT jsonb_agg(", record_json!("c.seq", "c.payload", "c.at", "c.id"), " ORDER BY c.seq DESC)
                      FROM chunked_map.current_record AS c
                      WHERE c.map = s.map AND c.seq >= s.current_first_seq AND c.seq < s.next_seq),
                     '[]'::jsonb),
                 'next_page_token', s.newest_archived_token)
          FROM chunked_map.map_state AS s
          WHERE s.map = $1"
-    );
+    ));
 
     /// An archived page: a function of the stored row alone, hence byte-identical on every read.
-    pub ARCHIVED_PAGE: Statement<(Text, Int8, Text), (NotNull<JsonbValue>,)> = read(
+    pub ARCHIVED_PAGE: Statement<(Text, Int8, Text), (NotNull<JsonbValue>,)> = read(concat!(
         "SELECT jsonb_build_object(
                 'map', a.map,
                 'page_token', $3,
-                'records', (SELECT jsonb_agg(jsonb_build_object('seq', a.first_seq + p.i - 1, 'payload', p.payload)
+                'records', (SELECT jsonb_agg(", record_json!("a.first_seq + p.i - 1", "p.payload", "p.at", "p.id"), "
                                              ORDER BY p.i DESC)
-                            FROM unnest(a.payloads) WITH ORDINALITY AS p(payload, i)),
+                            FROM unnest(a.payloads, a.ats, a.ids) WITH ORDINALITY AS p(payload, at, id, i)),
                 'next_page_token', a.prev_token)
          FROM chunked_map.archived_chunk AS a
          WHERE a.map = $1 AND a.first_seq = $2"
-    );
+    ));
 
     /// The records of the current chunk, newest first (the current page as rows).
-    pub CURRENT_RECORDS: Statement<(Text,), (NotNull<Int8>, NotNull<JsonbValue>)> = read(
-        "SELECT c.seq, c.payload
+    pub CURRENT_RECORDS: Statement<(Text,), RecordColumns> = read(
+        "SELECT c.seq, c.payload, c.at, c.id
          FROM chunked_map.map_state AS s
          JOIN chunked_map.current_record AS c
            ON c.map = s.map AND c.seq >= s.current_first_seq AND c.seq < s.next_seq
@@ -77,10 +116,10 @@ statements! {
     );
 
     /// The records of one archived chunk, newest first (an archived page as rows).
-    pub ARCHIVED_RECORDS: Statement<(Text, Int8), (NotNull<Int8>, NotNull<JsonbValue>)> = read(
-        "SELECT a.first_seq + p.i - 1, p.payload
+    pub ARCHIVED_RECORDS: Statement<(Text, Int8), RecordColumns> = read(
+        "SELECT a.first_seq + p.i - 1, p.payload, p.at, p.id
          FROM chunked_map.archived_chunk AS a
-         CROSS JOIN LATERAL unnest(a.payloads) WITH ORDINALITY AS p(payload, i)
+         CROSS JOIN LATERAL unnest(a.payloads, a.ats, a.ids) WITH ORDINALITY AS p(payload, at, id, i)
          WHERE a.map = $1 AND a.first_seq = $2
          ORDER BY p.i DESC"
     );
@@ -89,13 +128,13 @@ statements! {
     /// from the archived chunk that holds it (one probe of the primary key for the greatest
     /// first sequence not above it), the chunks after it up to the end of the range, and the
     /// current chunk.
-    pub READ_FORWARD: Statement<(Text, Int8, Int8, Int8), (NotNull<Int8>, NotNull<JsonbValue>)> = read(
+    pub READ_FORWARD: Statement<(Text, Int8, Int8, Int8), RecordColumns> = read(
         read_forward_sql!()
     );
 
     /// The same when they are all in the current chunk: its index alone.
-    pub READ_FORWARD_CURRENT: Statement<(Text, Int8, Int8, Int8), (NotNull<Int8>, NotNull<JsonbValue>)> = read(
-        "SELECT c.seq, c.payload
+    pub READ_FORWARD_CURRENT: Statement<(Text, Int8, Int8, Int8), RecordColumns> = read(
+        "SELECT c.seq, c.payload, c.at, c.id
          FROM chunked_map.current_record AS c
          WHERE c.map = $1 AND c.seq > $2 AND c.seq < $3
          ORDER BY c.seq
@@ -115,7 +154,8 @@ statements! {
                 'total_records', s.next_seq - s.oldest_seq,
                 'oldest_seq', s.oldest_seq,
                 'trimmed_records', s.oldest_seq - 1,
-                'notify', s.notify)
+                'notify', s.notify,
+                'id_window', s.id_window)
             || CASE WHEN s.notify THEN jsonb_build_object('notify_channel', s.notify_channel)
                     ELSE '{}'::jsonb END
             || CASE WHEN s.retain_records IS NOT NULL OR s.retain_age IS NOT NULL THEN
@@ -130,16 +170,18 @@ statements! {
     /// greatest first sequence not above it (one probe of the primary key), at index
     /// `seq - first_seq + 1`; NULL for a sequence the map has not (or no longer has: the second
     /// column is the oldest it keeps).
-    pub GET_RECORD: Statement<(Text, Int8), (Nullable<JsonbValue>, NotNull<Int8>)> = read(
+    pub GET_RECORD: Statement<(Text, Int8), (Nullable<JsonbValue>, NotNull<Int8>)> = read(concat!(
         "SELECT CASE
                 WHEN $2 < s.oldest_seq OR $2 >= s.next_seq THEN NULL
                 WHEN $2 >= s.current_first_seq THEN
-                    (SELECT jsonb_build_object('seq', c.seq, 'payload', c.payload)
+                    (SELECT ", record_json!("c.seq", "c.payload", "c.at", "c.id"), "
                      FROM chunked_map.current_record AS c
                      WHERE c.map = s.map AND c.seq = $2)
                 ELSE
-                    (SELECT CASE WHEN $2 < a.first_seq + cardinality(a.payloads) THEN
-                                jsonb_build_object('seq', $2, 'payload', a.payloads[($2 - a.first_seq + 1)::integer])
+                    (SELECT CASE WHEN $2 < a.first_seq + cardinality(a.payloads) THEN ",
+                                record_json!("$2", "a.payloads[($2 - a.first_seq + 1)::integer]",
+                                             "a.ats[($2 - a.first_seq + 1)::integer]",
+                                             "a.ids[($2 - a.first_seq + 1)::integer]"), "
                             END
                      FROM chunked_map.archived_chunk AS a
                      WHERE a.map = s.map AND a.first_seq <= $2
@@ -149,7 +191,7 @@ statements! {
                 s.oldest_seq
          FROM chunked_map.map_state AS s
          WHERE s.map = $1"
-    );
+    ));
 }
 
 /// The current page, `None` when the map was never started.
@@ -180,10 +222,15 @@ pub fn archived_page<'fcx>(
 
 fn copied<'r, 'fcx>(
     caller: CallerMemory<'fcx>,
-    rows: impl Iterator<Item = (i64, RowJsonb<'r>)>,
+    rows: impl Iterator<Item = (i64, RowJsonb<'r>, Option<i64>, Option<String>)>,
 ) -> Records<'fcx> {
-    rows.map(|(seq, payload)| (seq, payload.copy_to(caller)))
-        .collect()
+    rows.map(|(seq, payload, at, id)| Record {
+        seq,
+        payload: payload.copy_to(caller),
+        at,
+        id,
+    })
+    .collect()
 }
 
 pub fn current_records<'fcx>(

@@ -17,16 +17,19 @@ pub struct Aged {
 }
 
 statements! {
-    /// The map's oldest archived chunks, oldest first, at most `$2`, each with whether it was
-    /// archived longer ago than the map's `retain_age` (measured from the transaction's start,
-    /// so never later than the clock; compared as intervals, so that no age is out of range).
-    /// Reads the chunks' rows, never their payloads.
+    /// The map's oldest archived chunks, oldest first, at most `$2`, each with whether its
+    /// newest record is older than the map's `retain_age` (measured from the transaction's
+    /// start, so never later than the clock; compared as intervals, so that no age is out of
+    /// range). A record appended before 0.5 has no time: a chunk none of whose records has one
+    /// counts from when it was archived. Reads the chunks' rows and times, never their payloads.
     pub OLDEST_CHUNKS: Statement<(Text, Int8), (NotNull<Int8>, NotNull<Bool>)> = write(
         "SELECT a.first_seq,
-                coalesce(pg_catalog.now() - a.archived_at >= s.retain_age, false)
+                coalesce(pg_catalog.now() - a.newest_at >= s.retain_age, false)
          FROM chunked_map.map_state AS s
          CROSS JOIN LATERAL (
-             SELECT b.first_seq, b.archived_at
+             SELECT b.first_seq,
+                    coalesce((SELECT max(t.at) FROM unnest(b.ats) AS t(at)), b.archived_at)
+                        AS newest_at
              FROM chunked_map.archived_chunk AS b
              WHERE b.map = s.map
              ORDER BY b.first_seq
@@ -47,13 +50,17 @@ statements! {
     /// Removes the map's archived chunks before sequence `$2` (whole chunks: `$2` is the first
     /// sequence of a kept chunk, or of the current chunk), makes the chunk at `$2` the oldest
     /// (its page has no older page now) and moves the map's oldest sequence to `$2`; returns the
-    /// new state. The removed rows' space (and their TOAST) is PostgreSQL's to reuse once no
-    /// snapshot can see them (VACUUM).
+    /// new state; the ids of the removed records are forgotten (see `record_ids`). The removed
+    /// rows' space (and their TOAST) is PostgreSQL's to reuse once no snapshot can see them
+    /// (VACUUM).
     pub TRIM_TO: Statement<(Text, Int8, Tid), StateColumns> = write(concat!(
         "WITH removed AS (
              DELETE FROM chunked_map.archived_chunk AS a
              WHERE a.map = $1 AND a.first_seq < $2
              RETURNING a.first_seq
+         ), forgotten AS (
+             DELETE FROM chunked_map.record_id AS r
+             WHERE r.map = $1 AND r.seq < $2
          ), unlinked AS (
              UPDATE chunked_map.archived_chunk AS a
              SET prev_token = NULL

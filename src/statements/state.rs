@@ -25,6 +25,9 @@ pub struct MapState {
     /// Whether a consumer of the feed follows the map (see `feed`): its appends record, once
     /// per transaction, that it moved.
     pub followed: bool,
+    /// How many of its newest records' ids the map remembers (`None`: every record's it keeps;
+    /// see `record_ids`).
+    pub id_window: Option<i64>,
 }
 
 /// A map's retention policy, as a writer needs it: whether archiving a chunk must look for
@@ -94,6 +97,8 @@ state_row! {
     /// Whether a `retain_age` is set.
     retains_by_age: NotNull<Bool> = "s.retain_age IS NOT NULL",
     followed: NotNull<Bool> = "s.followed",
+    /// How many of the newest records' ids the map remembers (`None`: all it keeps).
+    id_window: Nullable<Int8> = "s.id_window",
 }
 
 /// A row of [`StateColumns`], decoded: where each column's meaning is given.
@@ -116,6 +121,7 @@ pub fn map_state(row: <StateColumns as Columns>::Row<'static>) -> MapState {
             by_age: row.retains_by_age,
         },
         followed: row.followed,
+        id_window: row.id_window,
     }
 }
 

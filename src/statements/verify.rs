@@ -27,7 +27,8 @@ pub struct StoredChunk {
     pub prev_token: Option<String>,
     pub layout: i32,
     pub record_count: i64,
-    /// NULL payloads, or an array that is not one-dimensional from index 1.
+    /// NULL payloads, or payloads, times or ids that are not one-dimensional arrays from index 1
+    /// of one element per record.
     pub malformed: bool,
 }
 
@@ -55,6 +56,12 @@ statements! {
                 array_ndims(a.payloads) IS DISTINCT FROM 1
                     OR array_lower(a.payloads, 1) <> 1
                     OR array_position(a.payloads, NULL) IS NOT NULL
+                    OR (a.ats IS NOT NULL AND (array_ndims(a.ats) IS DISTINCT FROM 1
+                        OR array_lower(a.ats, 1) <> 1
+                        OR cardinality(a.ats) <> cardinality(a.payloads)))
+                    OR (a.ids IS NOT NULL AND (array_ndims(a.ids) IS DISTINCT FROM 1
+                        OR array_lower(a.ids, 1) <> 1
+                        OR cardinality(a.ids) <> cardinality(a.payloads)))
          FROM chunked_map.archived_chunk AS a
          WHERE a.map = $1
          ORDER BY a.first_seq"

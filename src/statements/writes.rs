@@ -5,12 +5,21 @@ use pgrx::pg_sys;
 
 use super::state::{map_state, state_columns, MapState, StateColumns};
 use crate::error::ChunkedError;
-use crate::jsonb::{JsonbArrayDatum, Payload};
+use crate::jsonb::{JsonbArrayDatum, Payload, TextArrayDatum};
 use crate::pg::spi::{
-    Bool, Bytea, Int4, Int8, JsonbArrayValue, JsonbValue, NotNull, Nullable, Session, Text, Tid,
-    Xid,
+    Bool, Bytea, Int4, Int8, JsonbArrayValue, JsonbValue, NotNull, Nullable, Session, Text,
+    TextArrayValue, Tid, Timestamptz, Xid,
 };
 use crate::statements;
+
+/// A record to write: its payload, the time it is appended at (the transaction's start), and
+/// the id its writer gave it.
+#[derive(Clone, Copy)]
+pub struct NewRecord<'a> {
+    pub payload: Payload<'a>,
+    pub at: i64,
+    pub id: Option<&'a str>,
+}
 
 /// What an append that reports it wrote: the record's sequence, the state row's new version,
 /// and the map's notification channel while its notifications are on.
@@ -49,9 +58,10 @@ statements! {
          RETURNING s.next_seq - 1 AS seq, s.ctid"
     );
 
-    /// The SQL write of one record, part two: the record itself.
-    pub INSERT_RECORD: Statement<(Text, Int8, JsonbValue), ()> = write(
-        "INSERT INTO chunked_map.current_record (map, seq, payload) VALUES ($1, $2, $3)"
+    /// The SQL write of one record, part two: the record itself, with its time and id.
+    pub INSERT_RECORD: Statement<(Text, Int8, JsonbValue, Timestamptz, Text), ()> = write(
+        "INSERT INTO chunked_map.current_record (map, seq, payload, at, id)
+         VALUES ($1, $2, $3, $4, $5)"
     );
 
     /// The map's channel while its notifications are on, from the state row version this
@@ -76,12 +86,20 @@ statements! {
     /// the index's order (no sort). Ranges over the current chunk are bounded on both sides, so
     /// that a generic plan always probes the index (an open range may be guessed to match a
     /// third of the table and scanned whole).
+    /// Their times and ids go with them, index for index (`ids` NULL when none has one).
     pub ARCHIVE_CURRENT_RANGE: Statement<(Text, Int8, Int8, Int4, Text), ()> = write(
-        "INSERT INTO chunked_map.archived_chunk (map, first_seq, chunk_size, prev_token, payloads)
+        "INSERT INTO chunked_map.archived_chunk
+             (map, first_seq, chunk_size, prev_token, payloads, ats, ids)
          SELECT $1, $2, $4, $5,
                 ARRAY(SELECT c.payload FROM chunked_map.current_record AS c
                       WHERE c.map = $1 AND c.seq >= $2 AND c.seq < $3
-                      ORDER BY c.seq)"
+                      ORDER BY c.seq),
+                ARRAY(SELECT c.at FROM chunked_map.current_record AS c
+                      WHERE c.map = $1 AND c.seq >= $2 AND c.seq < $3
+                      ORDER BY c.seq),
+                (SELECT CASE WHEN count(c.id) > 0 THEN array_agg(c.id ORDER BY c.seq) END
+                 FROM chunked_map.current_record AS c
+                 WHERE c.map = $1 AND c.seq >= $2 AND c.seq < $3)"
     );
 
     /// The current chunk's payloads `$2..$3`, oldest first: only needed when the chunk holds
@@ -110,17 +128,19 @@ statements! {
     ));
 
     /// Archives a full chunk made of payloads given by the caller (a batch append), without
-    /// passing them through the current chunk's table.
-    pub ARCHIVE_PAYLOADS: Statement<(Text, Int8, Int4, Text, JsonbArrayValue), ()> = write(
-        "INSERT INTO chunked_map.archived_chunk (map, first_seq, chunk_size, prev_token, payloads)
-         VALUES ($1, $2, $3, $4, $5)"
+    /// passing them through the current chunk's table: each record's time `$6`, ids `$7`.
+    pub ARCHIVE_PAYLOADS: Statement<(Text, Int8, Int4, Text, JsonbArrayValue, Timestamptz, TextArrayValue), ()> = write(
+        "INSERT INTO chunked_map.archived_chunk
+             (map, first_seq, chunk_size, prev_token, payloads, ats, ids)
+         VALUES ($1, $2, $3, $4, $5, array_fill($6, ARRAY[cardinality($5)]), $7)"
     );
 
-    /// Adds payloads to the current chunk, sequences from `$2` on.
-    pub APPEND_PAYLOADS: Statement<(Text, Int8, JsonbArrayValue), ()> = write(
-        "INSERT INTO chunked_map.current_record (map, seq, payload)
-         SELECT $1, $2 + u.n - 1, u.payload
-         FROM unnest($3) WITH ORDINALITY AS u(payload, n)"
+    /// Adds payloads to the current chunk, sequences from `$2` on, with time `$4` and ids `$5`
+    /// (NULL: none has one).
+    pub APPEND_PAYLOADS: Statement<(Text, Int8, JsonbArrayValue, Timestamptz, TextArrayValue), ()> = write(
+        "INSERT INTO chunked_map.current_record (map, seq, payload, at, id)
+         SELECT $1, $2 + u.n - 1, u.payload, $4, u.id
+         FROM unnest($3, $5) WITH ORDINALITY AS u(payload, id, n)"
     );
 
     /// Sets the state after a batch append.
@@ -141,6 +161,14 @@ statements! {
          WHERE s.ctid = $2 AND s.map = $1
          RETURNING s.ctid"
     );
+
+    /// Sets how many of its newest records' ids the map remembers (NULL: all it keeps).
+    pub SET_ID_WINDOW: Statement<(Text, Tid, Int8), StateColumns> = write(concat!(
+        "UPDATE chunked_map.map_state AS s
+         SET id_window = $3
+         WHERE s.ctid = $2 AND s.map = $1
+         RETURNING ", state_columns!()
+    ));
 
     /// A new notification channel: `chunked_map_` and a random UUID's 32 hexadecimal digits, a
     /// name no role can guess from the map's. Made by a statement of its own, on the node the
@@ -188,6 +216,8 @@ statements! {
                                        WHERE q.map = $1 FOR UPDATE SKIP LOCKED))
          ), moved AS (
              DELETE FROM chunked_map.map_change AS m WHERE m.map = $1
+         ), ids AS (
+             DELETE FROM chunked_map.record_id AS r WHERE r.map = $1
          )
          DELETE FROM chunked_map.map_state AS s WHERE s.map = $1"
     );
@@ -210,14 +240,17 @@ pub fn write_record(
     session: &Session,
     map: &str,
     state: &MapState,
-    payload: Payload<'_>,
+    record: NewRecord<'_>,
 ) -> Written {
-    let bytes = i64::try_from(payload.bytes()).unwrap_or(i64::MAX);
+    let bytes = i64::try_from(record.payload.bytes()).unwrap_or(i64::MAX);
     let (seq, tid) = session
         .run(&ADVANCE_AT, (map, bytes, state.tid))
         .first()
         .unwrap_or_else(|| lost_state_row(map));
-    session.run(&INSERT_RECORD, (map, seq, payload.value()));
+    session.run(
+        &INSERT_RECORD,
+        (map, seq, record.payload.value(), record.at, record.id),
+    );
     Written {
         seq,
         tid,
@@ -297,6 +330,15 @@ pub fn lost_state_row(map: &str) -> ! {
     .raise()
 }
 
+/// Records of a batch, as one statement writes them: payloads, their ids (`None`: none has
+/// one), and their time.
+#[derive(Clone, Copy)]
+pub struct BatchRecords<'a> {
+    pub payloads: JsonbArrayDatum<'a>,
+    pub ids: Option<TextArrayDatum<'a>>,
+    pub at: i64,
+}
+
 /// [`ARCHIVE_PAYLOADS`].
 pub fn archive_payloads(
     session: &Session,
@@ -304,22 +346,28 @@ pub fn archive_payloads(
     first_seq: i64,
     chunk_size: i32,
     prev_token: Option<&str>,
-    payloads: JsonbArrayDatum<'_>,
+    records: BatchRecords<'_>,
 ) {
     session.run(
         &ARCHIVE_PAYLOADS,
-        (map, first_seq, chunk_size, prev_token, payloads),
+        (
+            map,
+            first_seq,
+            chunk_size,
+            prev_token,
+            records.payloads,
+            records.at,
+            records.ids,
+        ),
     );
 }
 
 /// [`APPEND_PAYLOADS`].
-pub fn append_payloads(
-    session: &Session,
-    map: &str,
-    first_seq: i64,
-    payloads: JsonbArrayDatum<'_>,
-) {
-    session.run(&APPEND_PAYLOADS, (map, first_seq, payloads));
+pub fn append_payloads(session: &Session, map: &str, first_seq: i64, records: BatchRecords<'_>) {
+    session.run(
+        &APPEND_PAYLOADS,
+        (map, first_seq, records.payloads, records.at, records.ids),
+    );
 }
 
 /// [`ADVANCE_STATE`] to `state` (its `tid` the version to change), having archived
@@ -360,6 +408,20 @@ pub fn set_chunk_size(
         .run(&SET_CHUNK_SIZE, (map, state.tid, chunk_size))
         .first()
         .map(|(tid,)| tid)
+        .unwrap_or_else(|| lost_state_row(map))
+}
+
+/// [`SET_ID_WINDOW`]: the new state.
+pub fn set_id_window(
+    session: &Session,
+    map: &str,
+    state: &MapState,
+    window: Option<i64>,
+) -> MapState {
+    session
+        .run(&SET_ID_WINDOW, (map, state.tid, window))
+        .first()
+        .map(map_state)
         .unwrap_or_else(|| lost_state_row(map))
 }
 

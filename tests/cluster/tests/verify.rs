@@ -55,17 +55,17 @@ fn verify_notices_each_kind_of_damage_to_a_copy_of_the_storage() {
         ),
         (
             "UPDATE chunked_map.archived_chunk SET payloads[2] = NULL WHERE map = $1 AND first_seq = 9",
-            "archived chunk 00000000000000000009 is malformed (NULL payloads or not a one-dimensional array)",
+            "archived chunk 00000000000000000009 is malformed (NULL payloads, or its payloads, times or ids not one-dimensional arrays of one element per record)",
         ),
         (
             "UPDATE chunked_map.archived_chunk SET payloads = ARRAY[payloads[1:2], payloads[3:4]]
              WHERE map = $1 AND first_seq = 1",
-            "archived chunk 00000000000000000001 is malformed (NULL payloads or not a one-dimensional array)",
+            "archived chunk 00000000000000000001 is malformed (NULL payloads, or its payloads, times or ids not one-dimensional arrays of one element per record)",
         ),
         (
             "UPDATE chunked_map.archived_chunk SET payloads = '[0:3]={1,2,3,4}'::jsonb[]
              WHERE map = $1 AND first_seq = 13",
-            "archived chunk 00000000000000000013 is malformed (NULL payloads or not a one-dimensional array)",
+            "archived chunk 00000000000000000013 is malformed (NULL payloads, or its payloads, times or ids not one-dimensional arrays of one element per record)",
         ),
         (
             "DELETE FROM chunked_map.archived_chunk WHERE map = $1 AND first_seq = 5",

@@ -13,37 +13,37 @@ SELECT chunked_subscribe('orders', 'order');
 SELECT chunked_subscribe('orders', 'order');
 SELECT chunked_subscribe('everything', NULL, from_start => false);
 SELECT * FROM chunked_map.consumers ORDER BY consumer;
-SELECT * FROM chunked_poll('orders');
+SELECT map, seq, payload, trimmed, id FROM chunked_poll('orders');
 -- nothing new: nothing
-SELECT * FROM chunked_poll('orders');
+SELECT map, seq, payload, trimmed, id FROM chunked_poll('orders');
 -- maps of other categories are not delivered; maps started later are
 SELECT chunked_register('account-1', '{"n": 2}');
 SELECT chunked_start('order-3');
 SELECT chunked_register('order-3', '{"n": 1}'), chunked_register('order-2', '{"n": 1}');
-SELECT * FROM chunked_poll('orders');
+SELECT map, seq, payload, trimmed, id FROM chunked_poll('orders');
 -- a consumer from the newest: only what came after its subscription, of every category
-SELECT * FROM chunked_poll('everything') ORDER BY map, seq;
+SELECT map, seq, payload, trimmed, id FROM chunked_poll('everything') ORDER BY map, seq;
 
 -- a poll is acknowledged by its transaction's commit: rolled back, it is handed out again
 SELECT chunked_register('order-1', '{"n": 3}');
 BEGIN;
-SELECT * FROM chunked_poll('orders');
+SELECT map, seq, payload, trimmed, id FROM chunked_poll('orders');
 ROLLBACK;
 BEGIN;
-SELECT * FROM chunked_poll('orders');
+SELECT map, seq, payload, trimmed, id FROM chunked_poll('orders');
 COMMIT;
-SELECT * FROM chunked_poll('orders');
+SELECT map, seq, payload, trimmed, id FROM chunked_poll('orders');
 -- an append that rolled back is never delivered
 BEGIN;
 SELECT chunked_register('order-1', '{"rolled": "back"}');
 ROLLBACK;
-SELECT * FROM chunked_poll('orders');
+SELECT map, seq, payload, trimmed, id FROM chunked_poll('orders');
 
 -- at most max_records at a time, the rest on the next poll; rollovers and batches included
 SELECT count(*) FROM chunked_register_many('order-2', ARRAY(SELECT jsonb_build_object('n', n) FROM generate_series(2, 8) AS n));
-SELECT * FROM chunked_poll('orders', 4);
-SELECT * FROM chunked_poll('orders', 4);
-SELECT * FROM chunked_poll('orders', 4);
+SELECT map, seq, payload, trimmed, id FROM chunked_poll('orders', 4);
+SELECT map, seq, payload, trimmed, id FROM chunked_poll('orders', 4);
+SELECT map, seq, payload, trimmed, id FROM chunked_poll('orders', 4);
 
 -- a group of two: each map belongs to one member (a stable hash of its name)
 SELECT chunked_subscribe('pair', 'order');
@@ -60,21 +60,21 @@ UNION ALL SELECT map, seq FROM chunked_poll('pair', 100, 2, 3) ORDER BY map, seq
 
 -- records trimmed before the consumer had them: a row with a NULL payload says so (the
 -- sequence of the last record that went), never a silent skip
-SELECT * FROM chunked_poll('orders');
+SELECT map, seq, payload, trimmed, id FROM chunked_poll('orders');
 SELECT count(*) FROM chunked_register_many('order-2', ARRAY(SELECT jsonb_build_object('n', n) FROM generate_series(10, 16) AS n));
 SELECT chunked_trim('order-2', 14);
-SELECT * FROM chunked_poll('orders');
+SELECT map, seq, payload, trimmed, id FROM chunked_poll('orders');
 
 -- a dropped map takes its positions with it; started again, it is read from its start
 SELECT chunked_drop('order-3');
 SELECT chunked_start('order-3');
 SELECT chunked_register('order-3', '{"again": true}');
-SELECT * FROM chunked_poll('orders');
+SELECT map, seq, payload, trimmed, id FROM chunked_poll('orders');
 
 -- unsubscribing: polls are 42704, positions gone; maps nobody follows any more are unfollowed
 SELECT chunked_unsubscribe('orders');
 SELECT chunked_unsubscribe('orders');
-SELECT * FROM chunked_poll('orders');
+SELECT map, seq, payload, trimmed, id FROM chunked_poll('orders');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT count(*) AS positions FROM chunked_map.consumer_position WHERE consumer = 'orders';
 SELECT chunked_unsubscribe('pair'), chunked_unsubscribe('everything');
@@ -93,17 +93,17 @@ SELECT chunked_subscribe('c', '');
 SELECT chunked_subscribe('c', 'order', NULL);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT chunked_subscribe('c', 'order');
-SELECT * FROM chunked_poll('c', 0);
+SELECT map, seq, payload, trimmed, id FROM chunked_poll('c', 0);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
-SELECT * FROM chunked_poll('c', 10, 2, 2);
+SELECT map, seq, payload, trimmed, id FROM chunked_poll('c', 10, 2, 2);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
-SELECT * FROM chunked_poll('c', 10, -1, 2);
+SELECT map, seq, payload, trimmed, id FROM chunked_poll('c', 10, -1, 2);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
-SELECT * FROM chunked_poll('c', 10, 0, 0);
+SELECT map, seq, payload, trimmed, id FROM chunked_poll('c', 10, 0, 0);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
-SELECT * FROM chunked_poll('c', 10, 0, 1025);
+SELECT map, seq, payload, trimmed, id FROM chunked_poll('c', 10, 0, 1025);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
-SELECT * FROM chunked_poll('nobody');
+SELECT map, seq, payload, trimmed, id FROM chunked_poll('nobody');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 
 -- a role without grants can do nothing of it, nor learn which consumers exist
@@ -125,14 +125,14 @@ SELECT chunked_register('late-1', '{"n": 1}');
 SELECT chunked_subscribe('late', 'late', from_start => false);
 SELECT chunked_register('late-1', '{"n": 2}');
 COMMIT;
-SELECT * FROM chunked_poll('late');
+SELECT map, seq, payload, trimmed, id FROM chunked_poll('late');
 
 -- a map dropped and started again: what the consumer read of the dropped map does not count
 -- for the new one, in chunked_map.consumers too
 SELECT chunked_register('late-1', '{"n": 3}');
-SELECT * FROM chunked_poll('late');
+SELECT map, seq, payload, trimmed, id FROM chunked_poll('late');
 SELECT chunked_drop('late-1');
 SELECT chunked_start('late-1');
 SELECT chunked_register('late-1', '{"n": "new"}');
 SELECT consumer, maps_behind, records_behind FROM chunked_map.consumers WHERE consumer = 'late';
-SELECT * FROM chunked_poll('late');
+SELECT map, seq, payload, trimmed, id FROM chunked_poll('late');

@@ -23,23 +23,23 @@ SELECT chunked_trim('t', 12);
 SELECT * FROM pg_temp.chunks('t');
 SELECT pg_temp.seqs('t');
 -- the oldest kept page has no older page; the newest pages are untouched
-SELECT chunked_page('t', '00000000000000000011');
+SELECT pg_temp.timeless(chunked_page('t', '00000000000000000011'));
 SELECT chunked_page('t') ->> 'next_page_token' AS next;
 -- what readers are told about what went
-SELECT chunked_page('t', '00000000000000000001');
+SELECT pg_temp.timeless(chunked_page('t', '00000000000000000001'));
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
-SELECT * FROM chunked_records('t', '00000000000000000006');
+SELECT seq, payload, id FROM chunked_records('t', '00000000000000000006');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 -- a well-formed token that never named a chunk, below the oldest: trimmed too (it cannot be told apart)
-SELECT chunked_page('t', '00000000000000000003');
+SELECT pg_temp.timeless(chunked_page('t', '00000000000000000003'));
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 -- after the oldest it is the usual error
-SELECT chunked_page('t', '00000000000000000012');
+SELECT pg_temp.timeless(chunked_page('t', '00000000000000000012'));
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
-SELECT chunked_get('t', 10);
+SELECT pg_temp.timeless(chunked_get('t', 10));
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
-SELECT chunked_get('t', 11);
-SELECT chunked_get('t', 0);
+SELECT pg_temp.timeless(chunked_get('t', 11));
+SELECT pg_temp.timeless(chunked_get('t', 0));
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 -- a forward read from before the oldest starts at it: the gap shows (11 is not 1)
 SELECT seq FROM chunked_read('t', 0, 3);

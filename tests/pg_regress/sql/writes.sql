@@ -16,7 +16,7 @@ SELECT chunked_register('m', '{"try": 4}', NULL);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT chunked_register('nobody', '{}', 0);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
-SELECT * FROM chunked_records('m');
+SELECT seq, payload, id FROM chunked_records('m');
 
 -- chunked_register_many: in order, contiguous, across as many rollovers as it fills
 SELECT chunked_start('batch', 3);

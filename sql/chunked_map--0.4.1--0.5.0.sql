@@ -1,0 +1,109 @@
+-- chunked_map 0.4.1 -> 0.5.0: records say when they were appended and may carry an id.
+-- - current_record gets at (the appending transaction's start) and id; archived_chunk gets the
+--   same per record (ats, ids). Records appended before the update have no time (NULL: not
+--   known) and no id; their pages gain the keys "at" and "id", null, and are otherwise the same.
+-- - record_id remembers, per map, the ids of its newest id_window records (map_state.id_window,
+--   10000 by default; NULL: every record it keeps).
+-- - chunked_records, chunked_read and chunked_poll return two more columns (at, id): they are
+--   made anew, and the EXECUTE privileges granted on them are granted again on the new ones.
+-- - New: chunked_register_once, chunked_register_many_once, chunked_get_by_id,
+--   chunked_set_id_window.
+\echo Use "ALTER EXTENSION chunked_map UPDATE TO '0.5.0'" to load this file. \quit
+
+ALTER TABLE chunked_map.map_state ADD COLUMN id_window bigint DEFAULT 10000;
+ALTER TABLE chunked_map.current_record ADD COLUMN at timestamptz, ADD COLUMN id text COLLATE "C";
+ALTER TABLE chunked_map.archived_chunk ADD COLUMN ats timestamptz[], ADD COLUMN ids text[] COLLATE "C";
+DO $$
+BEGIN
+    IF 'lz4' = ANY (SELECT pg_catalog.unnest(enumvals) FROM pg_catalog.pg_settings
+                    WHERE name = 'default_toast_compression') THEN
+        ALTER TABLE chunked_map.archived_chunk ALTER COLUMN ats SET COMPRESSION lz4,
+                                               ALTER COLUMN ids SET COMPRESSION lz4;
+    END IF;
+END
+$$;
+
+CREATE TABLE chunked_map.record_id (
+    map text   COLLATE "C" NOT NULL,
+    id  text   COLLATE "C" NOT NULL,
+    seq bigint NOT NULL,
+    CONSTRAINT record_id_pkey PRIMARY KEY (map, id)
+);
+CREATE INDEX record_id_seq ON chunked_map.record_id (map, seq);
+SELECT pg_catalog.pg_extension_config_dump('chunked_map.record_id', '');
+REVOKE ALL ON chunked_map.record_id FROM PUBLIC;
+
+-- The functions whose rows get two more columns: their grants, kept to be given again.
+CREATE TEMPORARY TABLE chunked_map_0_5_0_grants AS
+SELECT p.proname::text AS function, a.grantee
+FROM pg_catalog.pg_proc AS p
+CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) AS a
+WHERE p.pronamespace = 'chunked_map'::pg_catalog.regnamespace
+  AND p.proname IN ('chunked_records', 'chunked_read', 'chunked_poll')
+  AND a.privilege_type = 'EXECUTE'
+  AND a.grantee <> p.proowner;
+
+DROP FUNCTION chunked_map.chunked_records(text, text);
+DROP FUNCTION chunked_map.chunked_read(text, bigint, integer);
+DROP FUNCTION chunked_map.chunked_poll(text, integer, integer, integer);
+
+CREATE FUNCTION chunked_map.chunked_records(map text, page_token text DEFAULT 'current')
+RETURNS TABLE (seq bigint, payload jsonb, at timestamptz, id text)
+STABLE SECURITY DEFINER PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_records_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_read(map text, after_seq bigint DEFAULT 0, max_records integer DEFAULT 100)
+RETURNS TABLE (seq bigint, payload jsonb, at timestamptz, id text)
+STABLE SECURITY DEFINER PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_read_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_poll(consumer text, max_records integer DEFAULT 100, member integer DEFAULT 0, group_size integer DEFAULT 1)
+RETURNS TABLE (map text, seq bigint, payload jsonb, trimmed boolean, at timestamptz, id text)
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_poll_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_register_once(map text, payload jsonb, id text, expected_last_seq bigint DEFAULT NULL)
+RETURNS TABLE (seq bigint, duplicate boolean)
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_register_once_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_register_many_once(map text, payloads jsonb[], ids text[])
+RETURNS TABLE (seq bigint, duplicate boolean)
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_register_many_once_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_get_by_id(map text, id text)
+RETURNS jsonb
+STABLE SECURITY DEFINER PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_get_by_id_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_set_id_window(map text, max_records bigint)
+RETURNS void
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_set_id_window_wrapper';
+
+REVOKE EXECUTE ON FUNCTION chunked_map.chunked_records(text, text),
+    chunked_map.chunked_read(text, bigint, integer),
+    chunked_map.chunked_poll(text, integer, integer, integer),
+    chunked_map.chunked_register_once(text, jsonb, text, bigint),
+    chunked_map.chunked_register_many_once(text, jsonb[], text[]),
+    chunked_map.chunked_get_by_id(text, text),
+    chunked_map.chunked_set_id_window(text, bigint) FROM PUBLIC;
+
+DO $$
+DECLARE
+    granted record;
+BEGIN
+    FOR granted IN SELECT g.function, g.grantee FROM chunked_map_0_5_0_grants AS g LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION chunked_map.%s TO %s',
+            CASE granted.function
+                WHEN 'chunked_records' THEN 'chunked_records(text, text)'
+                WHEN 'chunked_read' THEN 'chunked_read(text, bigint, integer)'
+                ELSE 'chunked_poll(text, integer, integer, integer)'
+            END,
+            CASE WHEN granted.grantee = 0 THEN 'PUBLIC'
+                 ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(granted.grantee)) END);
+    END LOOP;
+END
+$$;
+DROP TABLE chunked_map_0_5_0_grants;
