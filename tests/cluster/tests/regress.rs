@@ -55,6 +55,27 @@ const UNDER_EACH_ISOLATION_LEVEL: &[WriteFunction] = &[
                jsonb_build_object('by', '$session')]::jsonb[]);",
     },
     WriteFunction {
+        spec: "chunked_register_once",
+        signature: "chunked_register_once(map, payload, id)",
+        about: "# (0.5) Each session's own id: an append like any other to the lock and the snapshot.",
+        call: "SELECT * FROM chunked_map.chunked_register_once('m', jsonb_build_object('by', '$session'), '$session');",
+    },
+    WriteFunction {
+        spec: "register_many_once",
+        signature: "chunked_register_many_once(map, payloads, ids)",
+        about: "# (0.5) Three payloads, the third's id the first's: two records, with the writer's they fill the
+# chunk of 3 and roll it over.",
+        call: "SELECT * FROM chunked_map.chunked_register_many_once('m', ARRAY[\
+               jsonb_build_object('by', '$session'), jsonb_build_object('by', '$session'), \
+               jsonb_build_object('by', '$session')]::jsonb[], ARRAY['$session-1', '$session-2', '$session-1']);",
+    },
+    WriteFunction {
+        spec: "chunked_set_id_window",
+        signature: "chunked_set_id_window(map, max_records)",
+        about: "",
+        call: "SELECT chunked_map.chunked_set_id_window('m', 5);",
+    },
+    WriteFunction {
         spec: "chunked_set_chunk_size",
         signature: "chunked_set_chunk_size(map, chunk_size)",
         about: "",
