@@ -154,17 +154,30 @@ mod tests {
             ))
             .expect("append");
         }
-        let current = page("m", "current");
-        assert_eq!(
-            current["records"],
-            serde_json::json!([{"seq": 3, "payload": "text"}])
+        // every record of this transaction has its start as its time, in UTC
+        let now = query::<String>(
+            "SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')",
         );
-        let archived = page("m", "00000000000000000001");
+        let records = |page: serde_json::Value| {
+            let mut records = page["records"].clone();
+            for record in records.as_array_mut().expect("records") {
+                let at = record
+                    .as_object_mut()
+                    .and_then(|record| record.remove("at"))
+                    .expect("at");
+                assert_eq!(at, serde_json::Value::String(now.clone()));
+            }
+            records
+        };
         assert_eq!(
-            archived["records"],
+            records(page("m", "current")),
+            serde_json::json!([{"seq": 3, "payload": "text", "id": null}])
+        );
+        assert_eq!(
+            records(page("m", "00000000000000000001")),
             serde_json::json!([
-                {"seq": 2, "payload": [1, "two", null]},
-                {"seq": 1, "payload": {"n": 1}}
+                {"seq": 2, "payload": [1, "two", null], "id": null},
+                {"seq": 1, "payload": {"n": 1}, "id": null}
             ])
         );
     }

@@ -47,3 +47,51 @@ pub fn seqs(page: &Value) -> Vec<i64> {
 pub fn all_seqs(client: &mut Client, map: &str) -> Vec<i64> {
     all_pages(client, map).iter().flat_map(seqs).collect()
 }
+
+/// A record of a page or of `chunked_get` without its time, once the time is checked to be what
+/// pages write (ISO 8601 in UTC with microseconds), for comparing records across runs.
+pub fn without_time(mut record: Value) -> Value {
+    let at = record
+        .as_object_mut()
+        .and_then(|object| object.remove("at"))
+        .unwrap_or_else(|| panic!("a record without \"at\": {record}"));
+    let at = at
+        .as_str()
+        .unwrap_or_else(|| panic!("\"at\" is not a time: {at}"));
+    let bytes = at.as_bytes();
+    let shape_ok = bytes.len() == 27
+        && bytes[10] == b'T'
+        && bytes[26] == b'Z'
+        && bytes[19] == b'.'
+        && at
+            .chars()
+            .enumerate()
+            .all(|(i, c)| matches!(i, 4 | 7 | 10 | 13 | 16 | 19 | 26) || c.is_ascii_digit());
+    assert!(
+        shape_ok,
+        "\"at\" is not ISO 8601 UTC with microseconds: {at}"
+    );
+    record
+}
+
+/// `text` (a page, a record) with each record's time written `"at": "<time>"`, for comparing
+/// what two runs wrote: their times differ. A time is what pages write (see [`without_time`]);
+/// anything else after `"at": ` is left as it is, so that it shows in the comparison.
+pub fn mask_times(text: &str) -> String {
+    const KEY: &str = "\"at\": \"";
+    let mut masked = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(found) = rest.find(KEY) {
+        let after = &rest[found + KEY.len()..];
+        masked.push_str(&rest[..found + KEY.len()]);
+        match after.get(..28) {
+            Some(time) if time.ends_with("Z\"") && time.as_bytes()[10] == b'T' => {
+                masked.push_str("<time>\"");
+                rest = &after[28..];
+            }
+            _ => rest = after,
+        }
+    }
+    masked.push_str(rest);
+    masked
+}

@@ -128,7 +128,8 @@ fn the_storage_tables_are_registered_for_pg_dump() {
             "chunked_map.consumer_position",
             "chunked_map.current_record",
             "chunked_map.map_incarnation",
-            "chunked_map.map_state"
+            "chunked_map.map_state",
+            "chunked_map.record_id"
         ]
     );
 }

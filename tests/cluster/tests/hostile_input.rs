@@ -216,7 +216,7 @@ fn every_input_succeeds_as_specified_or_fails_with_its_sqlstate() {
                     .client
                     .borrow_mut()
                     .query_one(
-                        "SELECT chunked_map.chunked_get('payloads', $1) = jsonb_build_object('seq', $1, 'payload', $2::text::jsonb)",
+                        "SELECT chunked_map.chunked_get('payloads', $1) - 'at' = jsonb_build_object('seq', $1, 'payload', $2::text::jsonb, 'id', NULL)",
                         &[&seq, &text],
                     )
                     .unwrap()

@@ -13,6 +13,13 @@ SELECT bool_and(at = now()) AS at_is_now, count(*) FROM chunked_records('t');
 SELECT bool_and(r ->> 'at' = to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')) AS page_says_now
 FROM jsonb_array_elements(chunked_page('t') -> 'records') AS r;
 COMMIT;
+-- written through SQL (as on Citus), the same time
+BEGIN;
+SET LOCAL chunked_map.direct_append = off;
+SELECT chunked_register('t', '{"n": 3}');
+SELECT * FROM chunked_register_once('t', '{"n": 4}', 'sql-written');
+SELECT seq, at = now() AS at_is_now, id FROM chunked_read('t', 2, 10);
+ROLLBACK;
 
 -- pages write times in UTC whatever the session's time zone and date style, so a page reads
 -- byte-identical in every session; rows are timestamptz, shown in the session's zone
