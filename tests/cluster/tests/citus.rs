@@ -87,7 +87,8 @@ fn distributing_keeps_existing_maps_and_calls_run_on_the_node_holding_the_map() 
         [
             "chunked_map.archived_chunk",
             "chunked_map.current_record",
-            "chunked_map.map_state"
+            "chunked_map.map_state",
+            "chunked_map.record_id"
         ]
     );
     assert!(tables.iter().all(|t| t.1 == "map"), "{tables:?}");
@@ -112,6 +113,7 @@ fn distributing_keeps_existing_maps_and_calls_run_on_the_node_holding_the_map() 
         [
             "chunked_map.chunked_drop(text)",
             "chunked_map.chunked_get(text,bigint)",
+            "chunked_map.chunked_get_by_id(text,text)",
             "chunked_map.chunked_info(text)",
             "chunked_map.chunked_page(text,text)",
             "chunked_map.chunked_read(text,bigint,integer)",
@@ -119,7 +121,10 @@ fn distributing_keeps_existing_maps_and_calls_run_on_the_node_holding_the_map() 
             "chunked_map.chunked_register(text,jsonb)",
             "chunked_map.chunked_register(text,jsonb,bigint)",
             "chunked_map.chunked_register_many(text,jsonb[])",
+            "chunked_map.chunked_register_many_once(text,jsonb[],text[])",
+            "chunked_map.chunked_register_once(text,jsonb,text,bigint)",
             "chunked_map.chunked_set_chunk_size(text,integer)",
+            "chunked_map.chunked_set_id_window(text,bigint)",
             "chunked_map.chunked_set_notify(text,boolean)",
             "chunked_map.chunked_set_retention(text,bigint,interval)",
             "chunked_map.chunked_start(text,integer)",
@@ -131,7 +136,7 @@ fn distributing_keeps_existing_maps_and_calls_run_on_the_node_holding_the_map() 
     let local_bytes: i64 = coordinator
         .query_one(
             "SELECT sum(pg_relation_size(c))::bigint FROM unnest(ARRAY['chunked_map.map_state',
-                 'chunked_map.current_record', 'chunked_map.archived_chunk']::regclass[]) AS c",
+                 'chunked_map.current_record', 'chunked_map.archived_chunk', 'chunked_map.record_id']::regclass[]) AS c",
             &[],
         )
         .unwrap()
@@ -271,6 +276,45 @@ fn the_api_and_its_errors_hold_through_the_coordinator_and_through_a_worker() {
         let info = query_json(&mut client, "chunked_map.chunked_info($1)", &[&map]);
         assert_eq!(info["total_records"], 10);
         assert_eq!(info["chunk_size"], 5);
+        // (0.5) ids: a repeated id appends nothing, across a rollover, in a batch too; the
+        // record is found by its id
+        let once = |client: &mut Client, id: &str| -> (i64, bool) {
+            let row = client
+                .query_one(
+                    "SELECT seq, duplicate FROM chunked_map.chunked_register_once($1, '{\"once\": 1}', $2)",
+                    &[&map, &id],
+                )
+                .unwrap();
+            (row.get(0), row.get(1))
+        };
+        assert_eq!(once(&mut client, "a"), (11, false));
+        assert_eq!(once(&mut client, "a"), (11, true));
+        let batch: Vec<(i64, bool)> = client
+            .query(
+                "SELECT seq, duplicate FROM chunked_map.chunked_register_many_once($1,
+                     ARRAY['{}', '{}', '{}', '{}', '{}', '{}']::jsonb[], ARRAY['b', 'a', 'c', 'b', NULL, 'd'])",
+                &[&map],
+            )
+            .unwrap()
+            .iter()
+            .map(|row| (row.get(0), row.get(1)))
+            .collect();
+        assert_eq!(
+            batch,
+            [(12, false), (11, true), (13, false), (12, true), (14, false), (15, false)]
+        );
+        assert_eq!(once(&mut client, "a"), (11, true));
+        assert_eq!(
+            without_time(query_json(
+                &mut client,
+                "chunked_map.chunked_get_by_id($1, 'a')",
+                &[&map]
+            )),
+            json!({"seq": 11, "payload": {"once": 1}, "id": "a"})
+        );
+        client
+            .execute("SELECT chunked_map.chunked_set_id_window($1, NULL)", &[&map])
+            .unwrap();
         let verify = query_json(&mut client, "chunked_map.chunked_verify($1)", &[&map]);
         assert_eq!(verify["consistent"], true, "{verify}");
 
@@ -395,7 +439,7 @@ fn the_api_and_its_errors_hold_through_the_coordinator_and_through_a_worker() {
         // none of the failed calls changed the map
         assert_eq!(
             query_json(&mut client, "chunked_map.chunked_info($1)", &[&map])["total_records"],
-            10
+            15
         );
 
         let dropped: bool = client
