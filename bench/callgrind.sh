@@ -65,6 +65,9 @@ measure chunked_register_retained "SELECT chunked_map.chunked_register('m', $pay
     "SELECT chunked_map.chunked_set_retention('m', 1000);"
 measure chunked_register_followed "SELECT chunked_map.chunked_register('m', $payload)" "chunked_register_wrapper" \
     "SELECT chunked_map.chunked_subscribe('c', NULL, false);"
+# (0.5) an append with an id (a new one each time: looked up, remembered, the window kept at
+# every rollover)
+measure chunked_register_once "SELECT seq FROM chunked_map.chunked_register_once('m', $payload, 'order-' || \$1 || '-created')" "chunked_register_once_wrapper"
 measure plain_insert "INSERT INTO events (map, payload) VALUES ('m', $payload) RETURNING id" "standard_ExecutorRun"
 # the same, 100 per transaction: after the first, an append finds the state row by the address
 # the transaction last wrote, and the relations' locks are already held

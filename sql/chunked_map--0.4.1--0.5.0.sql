@@ -32,10 +32,15 @@ CREATE TABLE chunked_map.record_id (
 CREATE INDEX record_id_seq ON chunked_map.record_id (map, seq);
 SELECT pg_catalog.pg_extension_config_dump('chunked_map.record_id', '');
 REVOKE ALL ON chunked_map.record_id FROM PUBLIC;
+-- a forged row would make an append of that id append nothing: only the owner writes it
+CREATE TRIGGER record_id_is_kept
+    BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON chunked_map.record_id
+    FOR EACH STATEMENT EXECUTE FUNCTION chunked_map.chunked_forbid_rewrite();
 
--- The functions whose rows get two more columns: their grants, kept to be given again.
+-- The functions whose rows get two more columns: their grants, kept to be given again (with
+-- the grant option where it was given; the grantor is the extension's owner now).
 CREATE TEMPORARY TABLE chunked_map_0_5_0_grants AS
-SELECT p.proname::text AS function, a.grantee
+SELECT p.proname::text AS function, a.grantee, a.is_grantable
 FROM pg_catalog.pg_proc AS p
 CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) AS a
 WHERE p.pronamespace = 'chunked_map'::pg_catalog.regnamespace
@@ -94,15 +99,16 @@ DO $$
 DECLARE
     granted record;
 BEGIN
-    FOR granted IN SELECT g.function, g.grantee FROM chunked_map_0_5_0_grants AS g LOOP
-        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION chunked_map.%s TO %s',
+    FOR granted IN SELECT g.function, g.grantee, g.is_grantable FROM chunked_map_0_5_0_grants AS g LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION chunked_map.%s TO %s%s',
             CASE granted.function
                 WHEN 'chunked_records' THEN 'chunked_records(text, text)'
                 WHEN 'chunked_read' THEN 'chunked_read(text, bigint, integer)'
                 ELSE 'chunked_poll(text, integer, integer, integer)'
             END,
             CASE WHEN granted.grantee = 0 THEN 'PUBLIC'
-                 ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(granted.grantee)) END);
+                 ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(granted.grantee)) END,
+            CASE WHEN granted.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
     END LOOP;
 END
 $$;

@@ -11,6 +11,10 @@ CREATE TRIGGER current_record_is_append_only
 CREATE TRIGGER map_state_is_kept
     BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON chunked_map.map_state
     FOR EACH STATEMENT EXECUTE FUNCTION chunked_map.chunked_forbid_rewrite();
+-- (0.5) the ids maps remember: a forged row would make an append of that id append nothing
+CREATE TRIGGER record_id_is_kept
+    BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON chunked_map.record_id
+    FOR EACH STATEMENT EXECUTE FUNCTION chunked_map.chunked_forbid_rewrite();
 -- the installation's key, which a role allowed to write every table (pg_write_all_data) could
 -- otherwise replace under running backends
 CREATE TRIGGER installation_is_kept

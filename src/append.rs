@@ -7,6 +7,7 @@
 //! the lock holder, never derived from what a snapshot happens to see.
 
 use crate::chunking::{self, Batch};
+use crate::citus;
 use crate::direct_append;
 use crate::error::{ChunkedError, OrRaise};
 use crate::feed;
@@ -297,7 +298,6 @@ fn make_room(
         return state;
     }
     let archived = archive_current(session, map, &state, max_chunk_bytes);
-    record_ids::keep_window(session, map.as_str(), &archived);
     // one chunk (or the pieces of an oversized one) archived: at most one more removed
     retention::apply_locked(session, map.as_str(), archived, Some(2)).0
 }
@@ -573,6 +573,8 @@ pub fn drop_map(map: MapName<'_>) -> bool {
         if lock::lock_map(session, map).is_none() {
             return false;
         }
+        // every storage table is written: none may be left on this node (Citus)
+        citus::tables_are_distributed(session);
         writes::drop_map(session, map.as_str());
         xact::forget_dropped(map.as_str());
         true

@@ -195,6 +195,10 @@ pub enum ChunkedError {
     #[error("chunked_distribute needs chunked_map in shared_preload_libraries (after citus) on every node: {nodes}")]
     NotPreloaded { nodes: String },
 
+    /// (0.5) On a Citus cluster, a storage table an update added is not distributed yet.
+    #[error("chunked_map's storage table {table} is not distributed, while the others are")]
+    StoragePartlyDistributed { table: String },
+
     /// The library was upgraded but the database's SQL objects were not.
     #[error("chunked_map's library is version {library}, but its SQL objects in this database are version {installed}")]
     OutdatedSqlObjects { library: String, installed: String },
@@ -242,7 +246,10 @@ impl ChunkedError {
             NotifyInPreparedTransaction | FeedOnCitus => {
                 PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED
             }
-            CitusMissing { .. } | NotPreloaded { .. } | OutdatedSqlObjects { .. } => {
+            CitusMissing { .. }
+            | NotPreloaded { .. }
+            | OutdatedSqlObjects { .. }
+            | StoragePartlyDistributed { .. } => {
                 PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
             }
             Internal { .. } => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
@@ -323,8 +330,12 @@ impl ChunkedError {
                     .into(),
             ),
             OutdatedSqlObjects { .. } => Some("Run ALTER EXTENSION chunked_map UPDATE.".into()),
+            StoragePartlyDistributed { .. } => Some(
+                "Run SELECT chunked_map.chunked_distribute() on the coordinator: it distributes what an update of the extension added."
+                    .into(),
+            ),
             UnknownId { .. } => Some(
-                "A map remembers the ids of its newest id_window records (chunked_info); chunked_set_id_window(map, NULL) remembers those of every record it keeps."
+                "A map remembers the ids of its newest id_window records (chunked_info); chunked_set_id_window(map, NULL) keeps, from then on, those of every record it keeps."
                     .into(),
             ),
             ConsumerNotFound { consumer } => Some(format!(

@@ -14,8 +14,9 @@ use crate::error::{ChunkedError, OrRaise};
 use crate::input::MapName;
 use crate::jsonb::Jsonb;
 use crate::pg::spi::{CallerMemory, Session};
+use crate::record_ids;
 use crate::statements::reads::{self, Looked, Records};
-use crate::statements::{self, ids, state};
+use crate::statements::{self, state};
 use crate::token::PageToken;
 
 /// The token, parsed; 22023 when malformed.
@@ -166,7 +167,7 @@ pub fn get<'fcx>(caller: CallerMemory<'fcx>, map: MapName<'_>, seq: i64) -> Json
 /// sequence it was appended as.
 pub fn get_by_id<'fcx>(caller: CallerMemory<'fcx>, map: MapName<'_>, id: &str) -> Jsonb<'fcx> {
     let seq = statements::connect(|session| {
-        if let Some(seq) = ids::find(session, map.as_str(), id) {
+        if let Some(seq) = record_ids::find(session, map.as_str(), id) {
             return Ok(seq);
         }
         if state::extent(session, map.as_str()).is_none() {

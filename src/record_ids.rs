@@ -2,6 +2,10 @@
 //! id again appends nothing and answers with the first record's sequence (a producer that lost
 //! its acknowledgement retries safely).
 //!
+//! (On a Citus cluster `record_id` is distributed with the other storage tables, so a map's ids
+//! are on its node; where an update added it and `chunked_distribute()` has not run since, every
+//! use of ids says so: `citus::tables_are_distributed`.)
+//!
 //! **Which ids a map remembers.** Those of its newest `id_window` records (`map_state`, 10,000
 //! unless its owner sets another with `chunked_set_id_window`; NULL: every record it keeps), in
 //! `record_id`, one row per record appended with an id. Ids below the window are forgotten when
@@ -19,6 +23,7 @@
 
 use std::collections::HashMap;
 
+use crate::citus;
 use crate::jsonb::TextArrayDatum;
 use crate::pg::spi::Session;
 use crate::statements::ids;
@@ -27,7 +32,14 @@ use crate::statements::state::MapState;
 /// The sequence the record with `id` got, while the map (whose lock the caller holds)
 /// remembers it.
 pub fn appended_as(session: &Session, map: &str, id: &str) -> Option<i64> {
+    citus::tables_are_distributed(session);
     ids::appended_as(session, map, id)
+}
+
+/// The same, as a reader sees it (the calling statement's snapshot).
+pub fn find(session: &Session, map: &str, id: &str) -> Option<i64> {
+    citus::tables_are_distributed(session);
+    ids::find(session, map, id)
 }
 
 /// Which of `ids` the map (whose lock the caller holds) remembers, with their sequences.
@@ -36,6 +48,7 @@ pub fn appended_as_any(
     map: &str,
     ids: TextArrayDatum<'_>,
 ) -> HashMap<String, i64> {
+    citus::tables_are_distributed(session);
     ids::appended_as_any(session, map, ids)
         .into_iter()
         .collect()
@@ -51,8 +64,9 @@ pub fn remember_from(session: &Session, map: &str, first_seq: i64, ids: TextArra
     ids::remember_from(session, map, first_seq, ids);
 }
 
-/// After the map's current chunk was archived (or its window set): forgets the ids that fell
-/// out of its window.
+/// After a batch archived chunks, or the map's window was set: forgets the ids that fell out of
+/// its window. (The rollover of an append forgets them in the statement that ends the chunk,
+/// `statements::writes::CLOSE_CURRENT`, by the same rule.)
 pub fn keep_window(session: &Session, map: &str, state: &MapState) {
     if let Some(window) = state.id_window {
         ids::forget_below(session, map, state.current.next_seq.saturating_sub(window));

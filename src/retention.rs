@@ -17,6 +17,7 @@
 //! background job while it receives appends. `chunked_apply_retention` applies it in full to
 //! maps that stopped receiving them.
 
+use crate::citus;
 use crate::error::OrRaise;
 use crate::input::{self, MapName};
 use crate::lock;
@@ -32,6 +33,8 @@ use crate::xact;
 pub fn trim(map: MapName<'_>, before_seq: i64) -> i64 {
     let (tid, removed) = statements::connect(|session| {
         let state = lock::lock_existing_map(session, map);
+        // the removal forgets ids: record_id must be where the map is (Citus)
+        citus::tables_are_distributed(session);
         let first_kept = if before_seq >= state.current.first_seq {
             state.current.first_seq
         } else {
@@ -128,6 +131,7 @@ pub fn apply_locked(
         .map(|n| state.current.next_seq.saturating_sub(n));
     match first_kept(&chunks, after, keep_records_from) {
         Some(first_kept) if first_kept > state.oldest_seq => {
+            citus::tables_are_distributed(session);
             let removed = first_kept - state.oldest_seq;
             (
                 retention_statements::trim_to(session, map, &state, first_kept),

@@ -80,6 +80,8 @@ enum Variant {
     /// database of its own.
     ChunkedV030,
     ChunkedBatch100,
+    /// (0.5) `chunked_register_once`, each record with a new id (a UUID).
+    ChunkedOnce,
 }
 
 /// The database the baseline extension lives in.
@@ -93,6 +95,7 @@ impl Variant {
             Variant::Chunked => "chunked_register",
             Variant::ChunkedV030 => "chunked_register, 0.3.0",
             Variant::ChunkedBatch100 => "chunked_register_many (100/call)",
+            Variant::ChunkedOnce => "chunked_register_once (an id each)",
         }
     }
 
@@ -128,6 +131,9 @@ impl Variant {
                 "\\set n random(1, 1000000)\nSELECT count(*) FROM chunked_map.chunked_register_many(:map, \
                  ARRAY(SELECT {} FROM generate_series(1, 100) AS i));\n",
                 payload("(:n + i)")
+            ),
+            Variant::ChunkedOnce => format!(
+                "\\set n random(1, 1000000)\nSELECT seq FROM chunked_map.chunked_register_once(:map, {one}, gen_random_uuid()::text);\n"
             ),
         }
     }
@@ -171,7 +177,7 @@ impl Bench {
         match variant {
             Variant::PlainInsert => {}
             Variant::Naive => self.sql(&format!("INSERT INTO bench.naive VALUES ('{map}', '[]')")),
-            Variant::Chunked | Variant::ChunkedBatch100 => {
+            Variant::Chunked | Variant::ChunkedBatch100 | Variant::ChunkedOnce => {
                 self.sql(&format!("SELECT chunked_map.chunked_start('{map}')"))
             }
             Variant::ChunkedV030 => {
@@ -378,6 +384,7 @@ fn section_a(bench: &mut Bench) -> String {
                 Variant::PlainInsert,
                 Variant::Naive,
                 Variant::Chunked,
+                Variant::ChunkedOnce,
                 Variant::ChunkedV030,
                 Variant::ChunkedBatch100,
             ] {
@@ -469,10 +476,19 @@ fn section_a(bench: &mut Bench) -> String {
         (false, "0", Variant::ChunkedBatch100),
         (false, "0", Variant::Chunked),
     );
+    let flat_once = per_round(
+        (false, "1,000,000", Variant::ChunkedOnce),
+        (false, "0", Variant::ChunkedOnce),
+    );
+    let once = per_round(
+        (false, "0", Variant::ChunkedOnce),
+        (false, "0", Variant::Chunked),
+    );
     let _ = writeln!(
         out,
         "\nchunked_register at 1,000,000 records ÷ at 0 records (synchronous_commit off, same round): **{flat:.2}**. \
-         chunked_register_many with 100 records per call ÷ chunked_register, records/s: **{batch:.1}×**."
+         chunked_register_many with 100 records per call ÷ chunked_register, records/s: **{batch:.1}×**. \
+         chunked_register_once (an id each) at 1,000,000 ÷ at 0: **{flat_once:.2}**; ÷ chunked_register at 0: **{once:.2}**."
     );
     if bench.baseline.is_some() {
         let _ = write!(
@@ -762,6 +778,51 @@ fn section_d(bench: &mut Bench) -> String {
     let chunked = archived_heap + archived_toast + archived_index + current + state;
     let per = |bytes: f64| bytes / records as f64;
 
+    // (0.5) the same appends with an id each (a UUID's 36 characters), in a database of their
+    // own: what the ids cost in the records and in what the map remembers (its newest 10,000)
+    let mut with_ids = bench.cluster.database("bytes_ids");
+    with_ids
+        .batch_execute("SELECT chunked_map.chunked_start('bytes')")
+        .unwrap();
+    let once_script = format!(
+        "\\set n random(1, 1000000)\nSELECT seq FROM chunked_map.chunked_register_once('bytes', {}, gen_random_uuid()::text);\n",
+        payload(":n")
+    );
+    with_ids.batch_execute("CHECKPOINT").unwrap();
+    let before = wal_lsn(&mut with_ids);
+    for _ in 0..SLICES {
+        bench.pgbench(
+            "bytes_ids",
+            &Run {
+                script: &once_script,
+                clients: 1,
+                length: Length::Transactions(records / SLICES),
+                defines: vec![],
+                options: sync_option(false),
+                retry: false,
+                log_dir: None,
+            },
+        );
+        with_ids
+            .batch_execute("VACUUM chunked_map.map_state, chunked_map.current_record, chunked_map.archived_chunk, chunked_map.record_id")
+            .unwrap();
+    }
+    let wal_with_ids = (wal_lsn(&mut with_ids) - before) as f64 / records as f64;
+    with_ids.batch_execute("VACUUM ANALYZE").unwrap();
+    let stored_with_ids = size(
+        &mut with_ids,
+        "pg_total_relation_size('chunked_map.archived_chunk') + pg_total_relation_size('chunked_map.current_record')
+         + pg_total_relation_size('chunked_map.map_state')",
+    );
+    let remembered = size(
+        &mut with_ids,
+        "pg_total_relation_size('chunked_map.record_id')",
+    );
+    let remembered_ids = size(
+        &mut with_ids,
+        "(SELECT count(*) FROM chunked_map.record_id)",
+    );
+
     let mut out = String::new();
     let _ = writeln!(out, "### D. Bytes after {records} appends (table + TOAST + indexes) and WAL per append, a VACUUM after every {} appends included\n", records / SLICES);
     let _ = writeln!(
@@ -785,6 +846,14 @@ fn section_d(bench: &mut Bench) -> String {
     );
     let _ = writeln!(
         out,
+        "| chunked_map, each record with an id (36 characters) | {:.1} | {:.2} | {:.0} | {:.2} |",
+        per(stored_with_ids + remembered),
+        (stored_with_ids + remembered) / plain,
+        wal_with_ids,
+        wal_with_ids / wal["plain_insert"]
+    );
+    let _ = writeln!(
+        out,
         "| naive jsonb array (built in one statement) | {:.1} | {:.2} | – | – |",
         per(naive),
         naive / plain
@@ -798,6 +867,13 @@ fn section_d(bench: &mut Bench) -> String {
         per(archived_index),
         per(current),
         per(state)
+    );
+    let _ = writeln!(
+        out,
+        "\nWith ids: records {:.1} bytes/record; the ids the map remembers (record_id, its newest {remembered_ids:.0}) {:.0} bytes, {:.1} per remembered id — bounded by the window, not by the {records} records.",
+        per(stored_with_ids),
+        remembered,
+        remembered / remembered_ids.max(1.0)
     );
     out
 }

@@ -14,6 +14,7 @@ pub mod statements;
 
 use pgrx::pg_sys;
 
+use crate::error::ChunkedError;
 use crate::pg::spi::Session;
 use crate::xact;
 
@@ -26,13 +27,27 @@ pub fn is_loaded() -> bool {
 
 /// Whether the storage tables are distributed: Citus is loaded, installed in this database (a
 /// catalog lookup, no statement) and `map_state` is one of its distributed tables. Looked up once
-/// per transaction.
+/// per transaction. Where `map_state` is distributed and another storage table is not (an update
+/// of the extension added it, and `chunked_distribute()` has not run since), 55000 says so:
+/// nothing may read or write a map half on its node and half on this one.
 pub fn tables_are_distributed(session: &Session) -> bool {
     xact::distributed_tables(|| {
-        is_loaded()
+        let distributed = is_loaded()
             // SAFETY: a catalog lookup by name, which raises nothing when missing.
             && unsafe { pg_sys::get_extension_oid(c"citus".as_ptr(), true) } != pg_sys::InvalidOid
-            && statements::is_distributed_table(session, statements::TABLES_ANCHOR)
+            && statements::is_distributed_table(session, statements::TABLES_ANCHOR);
+        if distributed {
+            let local = distribute::TABLES
+                .iter()
+                .find(|table| !statements::is_distributed_table(session, table));
+            if let Some(table) = local {
+                ChunkedError::StoragePartlyDistributed {
+                    table: (*table).to_owned(),
+                }
+                .raise();
+            }
+        }
+        distributed
     })
 }
 

@@ -82,24 +82,24 @@ statements! {
     );
 
     /// Archives records `$2..$3` of the current chunk (all of them, or one piece of a chunk that
-    /// holds more bytes than a chunk may) as one immutable row, payloads copied as they are, in
-    /// the index's order (no sort). Ranges over the current chunk are bounded on both sides, so
-    /// that a generic plan always probes the index (an open range may be guessed to match a
-    /// third of the table and scanned whole).
-    /// Their times and ids go with them, index for index (`ids` NULL when none has one).
+    /// holds more bytes than a chunk may) as one immutable row: payloads copied as they are, their
+    /// times and ids index for index (`ids` NULL when none has one), from one scan of the range
+    /// in the index's order (no sort): the aggregates read the ordered subquery as it comes, which
+    /// PostgreSQL keeps as a subquery (one with ORDER BY is never pulled up into the query above)
+    /// with nothing between it and them to reorder its rows.
+    /// Ranges over the current chunk are bounded on both sides, so that a generic plan always
+    /// probes the index (an open range may be guessed to match a third of the table and scanned
+    /// whole).
     pub ARCHIVE_CURRENT_RANGE: Statement<(Text, Int8, Int8, Int4, Text), ()> = write(
         "INSERT INTO chunked_map.archived_chunk
              (map, first_seq, chunk_size, prev_token, payloads, ats, ids)
-         SELECT $1, $2, $4, $5,
-                ARRAY(SELECT c.payload FROM chunked_map.current_record AS c
-                      WHERE c.map = $1 AND c.seq >= $2 AND c.seq < $3
-                      ORDER BY c.seq),
-                ARRAY(SELECT c.at FROM chunked_map.current_record AS c
-                      WHERE c.map = $1 AND c.seq >= $2 AND c.seq < $3
-                      ORDER BY c.seq),
-                (SELECT CASE WHEN count(c.id) > 0 THEN array_agg(c.id ORDER BY c.seq) END
-                 FROM chunked_map.current_record AS c
-                 WHERE c.map = $1 AND c.seq >= $2 AND c.seq < $3)"
+         SELECT $1, $2, $4, $5, coalesce(r.payloads, '{}'), r.ats,
+                CASE WHEN r.with_ids THEN r.ids END
+         FROM (SELECT array_agg(o.payload) AS payloads, array_agg(o.at) AS ats,
+                      array_agg(o.id) AS ids, bool_or(o.id IS NOT NULL) AS with_ids
+               FROM (SELECT c.payload, c.at, c.id FROM chunked_map.current_record AS c
+                     WHERE c.map = $1 AND c.seq >= $2 AND c.seq < $3
+                     ORDER BY c.seq) AS o) AS r"
     );
 
     /// The current chunk's payloads `$2..$3`, oldest first: only needed when the chunk holds
@@ -112,12 +112,16 @@ statements! {
          ORDER BY c.seq"
     );
 
-    /// Ends the current chunk `$2..$3` once its records are archived: removes them and starts
+    /// Ends the current chunk `$2..$3` once its records are archived: removes them, forgets the
+    /// ids of records below the map's id window `$7` (NULL: none; see `record_ids`), and starts
     /// the next chunk at `$3`, with the map's chunk size; returns the new state.
-    pub CLOSE_CURRENT: Statement<(Text, Int8, Int8, Text, Int8, Tid), StateColumns> = write(concat!(
+    pub CLOSE_CURRENT: Statement<(Text, Int8, Int8, Text, Int8, Tid, Int8), StateColumns> = write(concat!(
         "WITH cleared AS (
              DELETE FROM chunked_map.current_record AS c
              WHERE c.map = $1 AND c.seq >= $2 AND c.seq < $3
+         ), forgotten AS (
+             DELETE FROM chunked_map.record_id AS r
+             WHERE r.map = $1 AND r.seq < $3 - $7
          )
          UPDATE chunked_map.map_state AS s
          SET next_seq = $3, current_first_seq = $3, current_chunk_size = s.chunk_size,
@@ -313,6 +317,7 @@ pub fn close_current(
                 newest_token,
                 chunks_archived,
                 state.tid,
+                state.id_window,
             ),
         )
         .first()

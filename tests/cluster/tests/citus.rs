@@ -301,7 +301,14 @@ fn the_api_and_its_errors_hold_through_the_coordinator_and_through_a_worker() {
             .collect();
         assert_eq!(
             batch,
-            [(12, false), (11, true), (13, false), (12, true), (14, false), (15, false)]
+            [
+                (12, false),
+                (11, true),
+                (13, false),
+                (12, true),
+                (14, false),
+                (15, false)
+            ]
         );
         assert_eq!(once(&mut client, "a"), (11, true));
         assert_eq!(
@@ -313,7 +320,10 @@ fn the_api_and_its_errors_hold_through_the_coordinator_and_through_a_worker() {
             json!({"seq": 11, "payload": {"once": 1}, "id": "a"})
         );
         client
-            .execute("SELECT chunked_map.chunked_set_id_window($1, NULL)", &[&map])
+            .execute(
+                "SELECT chunked_map.chunked_set_id_window($1, NULL)",
+                &[&map],
+            )
             .unwrap();
         let verify = query_json(&mut client, "chunked_map.chunked_verify($1)", &[&map]);
         assert_eq!(verify["consistent"], true, "{verify}");

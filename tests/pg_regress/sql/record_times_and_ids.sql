@@ -85,9 +85,26 @@ SELECT * FROM chunked_register_once('w', '{"again": 1}', 'w-1');
 -- a smaller window forgets at once what falls out of it
 SELECT chunked_set_id_window('w', 1);
 SELECT r.id, r.seq FROM chunked_map.record_id AS r WHERE r.map = 'w' ORDER BY r.seq;
--- NULL: every record the map keeps
+-- NULL: every record the map keeps, from then on; an id already forgotten stays forgotten
 SELECT chunked_set_id_window('w', NULL);
 SELECT chunked_info('w') -> 'id_window' AS id_window;
+SELECT chunked_get_by_id('w', 'w-3');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM generate_series(9, 12) AS i,
+     LATERAL chunked_register_once('w', jsonb_build_object('i', i), 'w-' || i);
+SELECT r.id, r.seq FROM chunked_map.record_id AS r WHERE r.map = 'w' ORDER BY r.seq;
+
+-- nobody but the owner writes the ids a map remembers (a forged one would make an append of
+-- that id append nothing): not even a role that may write every table
+CREATE ROLE id_forger;
+GRANT pg_write_all_data TO id_forger;
+SET ROLE id_forger;
+INSERT INTO chunked_map.record_id (map, id, seq) VALUES ('w', 'future-id', 1);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+DELETE FROM chunked_map.record_id;
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+RESET ROLE;
+DROP ROLE id_forger;
 
 -- a trimmed record's id is forgotten with it, and nothing else
 SELECT chunked_start('trimmed', 2);
