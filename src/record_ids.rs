@@ -12,6 +12,13 @@
 //! a chunk is archived (so up to one chunk more is remembered) and when the window is set;
 //! retention and trims (`TRIM_TO`) and drops (`DROP_MAP`) forget the ids of the records they
 //! remove, and nothing else.
+//!
+//! Why 10,000: a producer retries within seconds or minutes of losing its acknowledgement, and a
+//! map receives 10,000 appends in two minutes (NATS JetStream's default duplicate window) only
+//! at more than 80 appends a second; remembering them takes about 1 MB per map (benchmark,
+//! section D). A window in records, unlike one in time, is the same on every node and after a
+//! restore, and needs no clock to test.
+//!
 //! What remembering costs is bounded by the window: one row per remembered id, one index probe
 //! per append with an id, one range delete per archived chunk.
 //!

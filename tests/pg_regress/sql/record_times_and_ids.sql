@@ -34,6 +34,17 @@ FROM chunked_read('t', 0, 10);
 RESET TIME ZONE;
 RESET DateStyle;
 
+-- max_age counts from a chunk's newest record, not from when the chunk was archived: records
+-- appended in a transaction that ended over a second ago, archived just now, are past an age of
+-- one second (before 0.5 the chunk's archiving would have kept them)
+SELECT chunked_start('aged', 2);
+SELECT chunked_register_many('aged', ARRAY['{"old": 1}', '{"old": 2}']::jsonb[]);
+SELECT pg_sleep(1.2);
+SELECT chunked_register('aged', '{"new": 3}');
+SELECT chunked_set_retention('aged', max_age => '1 second');
+SELECT chunked_apply_retention('aged');
+SELECT seq, payload FROM chunked_read('aged', 0, 10);
+
 -- an id: the first append of it appends, the next ones answer with its sequence
 SELECT chunked_start('orders', 2);
 SELECT * FROM chunked_register_once('orders', '{"order": 17}', 'order-17-created');
