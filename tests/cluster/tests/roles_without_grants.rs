@@ -251,3 +251,51 @@ fn a_role_without_grants_can_neither_hold_nor_read_the_lock_of_a_maps_name() {
     );
     owner.batch_execute("COMMIT").unwrap();
 }
+
+/// Every function of the extension, 0.5's included, is closed to a role that was granted the
+/// schema and nothing else, and so are the tables, the ids a map remembers among them: it can
+/// neither append with an id nor learn which ids a map remembers.
+#[test]
+fn a_role_with_the_schema_alone_can_call_no_function_and_read_no_id() {
+    let cluster = Cluster::start();
+    let mut owner = cluster.database("closed");
+    owner
+        .batch_execute(
+            "CREATE ROLE schema_only LOGIN;
+             GRANT USAGE ON SCHEMA chunked_map TO schema_only;
+             SELECT chunked_map.chunked_start('m');
+             SELECT * FROM chunked_map.chunked_register_once('m', '{}', 'secret-id');",
+        )
+        .unwrap();
+    let callable: Vec<String> = owner
+        .query(
+            "SELECT p.oid::regprocedure::text FROM pg_proc AS p
+             WHERE p.pronamespace = 'chunked_map'::regnamespace
+               AND p.prorettype <> 'trigger'::regtype AND p.prorettype <> 'event_trigger'::regtype
+               AND has_function_privilege('schema_only', p.oid, 'EXECUTE')
+             ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(callable, Vec::<String>::new());
+    let mut schema_only = cluster.connect_as("closed", "schema_only");
+    for (sql, what) in [
+        (
+            "SELECT * FROM chunked_map.chunked_register_once('m', '{}', 'secret-id')",
+            "permission denied for function chunked_register_once",
+        ),
+        (
+            "SELECT chunked_map.chunked_get_by_id('m', 'secret-id')",
+            "permission denied for function chunked_get_by_id",
+        ),
+        (
+            "SELECT count(*) FROM chunked_map.record_id",
+            "permission denied for table record_id",
+        ),
+    ] {
+        assert_error(schema_only.query(sql, &[]), "42501", what);
+    }
+}
