@@ -100,10 +100,7 @@ sql_function!(
         let map = MapName::parse(call.text(0)).or_raise();
         let payloads = required(call.jsonb_array(1), "payloads").or_raise();
         let ids = required(call.text_array(2), "ids").or_raise();
-        let ids: Vec<Option<&str>> = ids
-            .iter()
-            .map(|id| id.as_deref().map(|id| input::record_id(id).or_raise()))
-            .collect();
+        let ids = input::record_ids(&ids).or_raise();
         let registered = append::append_many_once(map, payloads, &ids);
         call.returns_rows(registered.into_iter().map(registered_row))
     }

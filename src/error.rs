@@ -130,6 +130,15 @@ pub enum ChunkedError {
     #[error("id must be 1 to {max} bytes long, got {bytes} bytes")]
     InvalidId { bytes: usize, max: usize },
 
+    /// (0.5) An id of `chunked_register_many_once`'s `ids` (1-based, as SQL counts elements)
+    /// that is not 1 to `max` bytes.
+    #[error("ids element {index} must be 1 to {max} bytes long, got {bytes} bytes")]
+    InvalidIdElement {
+        index: usize,
+        bytes: usize,
+        max: usize,
+    },
+
     /// (0.5) `chunked_register_many_once`: one id (or NULL) per payload.
     #[error("ids must have one element per payload: {payloads} payloads, {ids} ids")]
     IdsDoNotMatchPayloads { payloads: usize, ids: usize },
@@ -232,6 +241,7 @@ impl ChunkedError {
             | InvalidRetainedRecords { .. }
             | InvalidRetainedAge
             | InvalidId { .. }
+            | InvalidIdElement { .. }
             | IdsDoNotMatchPayloads { .. }
             | InvalidIdWindow { .. }
             | InvalidConsumerName { .. }

@@ -183,6 +183,23 @@ pub fn record_id(value: &str) -> Result<&str, ChunkedError> {
     }
 }
 
+/// The ids of a batch, one per payload, `None` where a payload has none; each 1 to
+/// [`MAX_ID_BYTES`] bytes, the first that is not named by its (1-based) element number.
+pub fn record_ids(values: &[Option<String>]) -> Result<Vec<Option<&str>>, ChunkedError> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(index, value)| match value.as_deref() {
+            Some(id) => record_id(id).map(Some).map_err(|_| ChunkedError::InvalidIdElement {
+                index: index + 1,
+                bytes: id.len(),
+                max: MAX_ID_BYTES,
+            }),
+            None => Ok(None),
+        })
+        .collect()
+}
+
 /// How many of its newest records' ids a map remembers: 1 or more, or `None` (every record it
 /// keeps).
 pub fn id_window(value: Option<i64>) -> Result<Option<i64>, ChunkedError> {

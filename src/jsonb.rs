@@ -60,60 +60,28 @@ pub unsafe fn payload_bytes(datum: pg_sys::Datum) -> usize {
 }
 
 /// Length of the value's JSON text, as `jsonb_out` writes it, computed without writing it:
-/// walking the value's tokens, adding what `JsonbToCString` would write for each (brackets,
-/// `", "` and `": "` separators, escaped strings, numbers as `numeric_out` prints them, literals).
-/// Its memory is the iterator's, whatever the text's length: a number like `1e131071` is 22
-/// bytes stored and 131,072 characters of text, and 9,000 of them would be a gigabyte to render
-/// (`tests`: the same length as `jsonb::text` for every kind of value).
+/// reading the value's containers as stored (`utils/jsonb.h`: a header with the count and kind,
+/// one `JEntry` per item — an object's keys, then its values — and the items' data after them)
+/// and adding what `JsonbToCString` would write for each item (brackets, `", "` between items,
+/// `": "` after a key, escaped strings, numbers as `numeric_out` prints them, literals). The
+/// text's length does not depend on the order items are written in, so nested containers are
+/// measured from a list rather than by recursion (no stack depth to check). Its memory is a
+/// list of nested containers, whatever the text's length: a number like `1e131071` is 22 bytes
+/// stored and 131,072 characters of text, and 9,000 of them would be a gigabyte to render
+/// (pg_regress `payload_text_is_measured_without_rendering`: exactly `octet_length(v::text)`
+/// for every kind of value).
 ///
 /// # Safety
 /// `datum` is a non-NULL jsonb datum.
 unsafe fn text_bytes(datum: pg_sys::Datum) -> usize {
     // SAFETY: a jsonb datum, detoasted (a copy in the current memory context when it was
-    // compressed or stored out of line, freed below); the iterator reads its container and
-    // frees its own state as it finishes each level.
+    // compressed or stored out of line, freed below, after the last read of it); its root
+    // container is a valid container of that value.
     unsafe {
         let stored = datum.cast_mut_ptr::<pg_sys::varlena>();
         let value = pg_sys::pg_detoast_datum(stored);
-        let jsonb = value.cast::<pg_sys::Jsonb>();
-        let mut iterator = pg_sys::JsonbIteratorInit(&mut (*jsonb).root);
-        let mut token = pg_sys::JsonbValue {
-            type_: pg_sys::jbvType::jbvNull,
-            val: pg_sys::JsonbValue__bindgen_ty_1 { boolean: false },
-        };
-        let mut length = 0_usize;
-        // whether the next item needs a ", " before it
-        let mut after_item = false;
-        // a raw scalar (a top-level string, number, ...) is an array written without brackets;
-        // the iterator says so when the array begins only
-        let mut raw_scalar = false;
-        loop {
-            let kind = pg_sys::JsonbIteratorNext(&mut iterator, &mut token, false);
-            use pg_sys::JsonbIteratorToken::*;
-            match kind {
-                WJB_DONE => break,
-                WJB_BEGIN_ARRAY | WJB_BEGIN_OBJECT => {
-                    length += separator(after_item);
-                    raw_scalar = kind == WJB_BEGIN_ARRAY && token.val.array.rawScalar;
-                    length += usize::from(!raw_scalar);
-                    after_item = false;
-                }
-                WJB_END_ARRAY | WJB_END_OBJECT => {
-                    length += usize::from(!raw_scalar);
-                    after_item = true;
-                }
-                WJB_KEY => {
-                    length += separator(after_item) + scalar_text_bytes(&token) + 2;
-                    // the value that follows (a scalar, or a container) needs no separator
-                    after_item = false;
-                }
-                WJB_VALUE | WJB_ELEM => {
-                    length += separator(after_item) + scalar_text_bytes(&token);
-                    after_item = true;
-                }
-                _ => {}
-            }
-        }
+        let root = &raw const (*value.cast::<pg_sys::Jsonb>()).root;
+        let length = containers_text_bytes(root);
         if value != stored {
             pg_sys::pfree(value.cast());
         }
@@ -121,50 +89,86 @@ unsafe fn text_bytes(datum: pg_sys::Datum) -> usize {
     }
 }
 
-/// `", "` between two items of a container.
-fn separator(after_item: bool) -> usize {
-    if after_item {
-        2
-    } else {
-        0
-    }
-}
-
-/// Length of a scalar's JSON text: a string quoted and escaped as `escape_json` does, a number
-/// as `numeric_out` prints it, `true`, `false`, `null`.
+/// Length of the JSON text of `root` and every container nested in it (see [`text_bytes`]).
 ///
 /// # Safety
-/// `value` is a scalar the jsonb iterator returned, valid now.
-unsafe fn scalar_text_bytes(value: &pg_sys::JsonbValue) -> usize {
-    // SAFETY: the union member named by the value's type.
-    unsafe {
-        match value.type_ {
-            pg_sys::jbvType::jbvString => {
-                let string = value.val.string;
-                let bytes = std::slice::from_raw_parts(
-                    string.val.cast::<u8>(),
-                    usize::try_from(string.len).unwrap_or(0),
-                );
-                2 + bytes
-                    .iter()
-                    .map(|byte| match byte {
-                        b'"' | b'\\' | 0x08 | 0x0c | b'\n' | b'\r' | b'\t' => 2,
-                        0x00..=0x1f => 6,
-                        _ => 1,
-                    })
-                    .sum::<usize>()
-            }
-            pg_sys::jbvType::jbvNumeric => numeric_text_bytes(value.val.numeric),
-            pg_sys::jbvType::jbvBool => {
-                if value.val.boolean {
-                    4
+/// `root` points to a valid jsonb container that stays valid during the call.
+unsafe fn containers_text_bytes(root: *const pg_sys::JsonbContainer) -> usize {
+    // the item kinds of a JEntry (utils/jsonb.h)
+    const OFFSET_OR_LENGTH: u32 = pg_sys::JENTRY_OFFLENMASK;
+    const HAS_OFFSET: u32 = pg_sys::JENTRY_HAS_OFF;
+    const KIND: u32 = pg_sys::JENTRY_TYPEMASK;
+    let mut length = 0_usize;
+    let mut next = Some(root);
+    // nested containers not yet measured: only allocated when there is one
+    let mut nested: Vec<*const pg_sys::JsonbContainer> = Vec::new();
+    while let Some(container) = next.take().or_else(|| nested.pop()) {
+        // SAFETY: `container` is `root` or a container nested in it, found at its JEntry's
+        // (int-aligned) offset, as `fillJsonbValue` finds it; its header, its JEntries and
+        // the items they describe lie within the value.
+        unsafe {
+            let header = (*container).header;
+            let count = (header & pg_sys::JB_CMASK) as usize;
+            let object = header & pg_sys::JB_FOBJECT != 0;
+            // a raw scalar (a top-level string, number, ...) is an array of one item written
+            // without brackets
+            let raw_scalar = header & pg_sys::JB_FSCALAR != 0;
+            length += if raw_scalar { 0 } else { 2 };
+            length += 2 * count.saturating_sub(1);
+            let items = if object {
+                length += 2 * count;
+                2 * count
+            } else {
+                count
+            };
+            let entries = (*container).children.as_ptr();
+            let data = entries.add(items).cast::<u8>();
+            let mut offset = 0_usize;
+            for index in 0..items {
+                let entry = *entries.add(index);
+                let field = (entry & OFFSET_OR_LENGTH) as usize;
+                let end = if entry & HAS_OFFSET != 0 {
+                    field
                 } else {
-                    5
-                }
+                    offset + field
+                };
+                length += match entry & KIND {
+                    pg_sys::JENTRY_ISSTRING => string_text_bytes(std::slice::from_raw_parts(
+                        data.add(offset),
+                        end.saturating_sub(offset),
+                    )),
+                    pg_sys::JENTRY_ISNUMERIC => {
+                        numeric_text_bytes(data.add(int_align(offset)).cast_mut().cast())
+                    }
+                    pg_sys::JENTRY_ISBOOL_FALSE => 5,
+                    pg_sys::JENTRY_ISBOOL_TRUE | pg_sys::JENTRY_ISNULL => 4,
+                    _ => {
+                        nested.push(data.add(int_align(offset)).cast());
+                        0
+                    }
+                };
+                offset = end;
             }
-            _ => 4,
         }
     }
+    length
+}
+
+/// `INTALIGN`: numbers and nested containers start at an int-aligned offset.
+fn int_align(offset: usize) -> usize {
+    (offset + 3) & !3
+}
+
+/// Length of a string's JSON text: quoted and escaped as `escape_json` does.
+fn string_text_bytes(bytes: &[u8]) -> usize {
+    2 + bytes
+        .iter()
+        .map(|byte| match byte {
+            b'"' | b'\\' | 0x08 | 0x0c | b'\n' | b'\r' | b'\t' => 2,
+            0x00..=0x1f => 6,
+            _ => 1,
+        })
+        .sum::<usize>()
 }
 
 /// Length of a number's text as `numeric_out` prints it, from the numeric's header alone: a

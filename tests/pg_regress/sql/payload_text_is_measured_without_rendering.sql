@@ -34,6 +34,16 @@ SELECT count(*) AS values,
        count(*) FILTER (WHERE pg_temp.refused_size(v)
                               = greatest(octet_length(v::text), pg_column_size(v::text::jsonb) - 4)) AS sized_exactly
 FROM corpus;
+-- the same values as an array item and as an object's value, beside a string of control
+-- characters long enough that the text (6 bytes each) outweighs the binary size (1 byte each):
+-- the size named is then the text's length alone, so a text measure one byte off for any kind
+-- of value shows here even where the binary size hid it above
+SELECT count(*) AS values,
+       count(*) FILTER (WHERE pg_temp.refused_size(in_array) = octet_length(in_array::text)) AS array_item_text_exact,
+       count(*) FILTER (WHERE pg_temp.refused_size(in_object) = octet_length(in_object::text)) AS object_value_text_exact
+FROM (SELECT jsonb_build_array(v, padding) AS in_array,
+             jsonb_build_object('key "' || chr(2) || '"', v, 'padding', padding) AS in_object
+      FROM (SELECT v, repeat(chr(1), pg_column_size(v::text::jsonb) + 100) AS padding FROM corpus) AS c) AS wrapped;
 \set VERBOSITY default
 SELECT chunked_register('m', (SELECT jsonb_agg('1e131071'::jsonb) FROM generate_series(1, 9000)));
 \echo :LAST_ERROR_SQLSTATE
