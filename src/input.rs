@@ -190,11 +190,13 @@ pub fn record_ids(values: &[Option<String>]) -> Result<Vec<Option<&str>>, Chunke
         .iter()
         .enumerate()
         .map(|(index, value)| match value.as_deref() {
-            Some(id) => record_id(id).map(Some).map_err(|_| ChunkedError::InvalidIdElement {
-                index: index + 1,
-                bytes: id.len(),
-                max: MAX_ID_BYTES,
-            }),
+            Some(id) => record_id(id)
+                .map(Some)
+                .map_err(|_| ChunkedError::InvalidIdElement {
+                    index: index + 1,
+                    bytes: id.len(),
+                    max: MAX_ID_BYTES,
+                }),
             None => Ok(None),
         })
         .collect()
