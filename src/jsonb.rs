@@ -159,8 +159,17 @@ fn int_align(offset: usize) -> usize {
     (offset + 3) & !3
 }
 
-/// Length of a string's JSON text: quoted and escaped as `escape_json` does.
+/// Length of a string's JSON text: quoted and escaped as `escape_json` does. Most strings have
+/// nothing to escape: they are counted in one pass the compiler vectorizes, and only a string
+/// with something to escape is read again, byte by byte.
 fn string_text_bytes(bytes: &[u8]) -> usize {
+    let needs_escape = |byte: u8| byte < 0x20 || byte == b'"' || byte == b'\\';
+    let escaped = bytes
+        .iter()
+        .fold(0_usize, |count, &byte| count + usize::from(needs_escape(byte)));
+    if escaped == 0 {
+        return 2 + bytes.len();
+    }
     2 + bytes
         .iter()
         .map(|byte| match byte {
