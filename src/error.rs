@@ -130,8 +130,8 @@ pub enum ChunkedError {
     #[error("id must be 1 to {max} bytes long, got {bytes} bytes")]
     InvalidId { bytes: usize, max: usize },
 
-    /// (0.5) An id of `chunked_register_many_once`'s `ids` (1-based, as SQL counts elements)
-    /// that is not 1 to `max` bytes.
+    /// (0.5) An id of `chunked_register_many_once`'s `ids` that is not 1 to `max` bytes: its
+    /// position in the array, counted from 1 (as `NullElement`, whatever the array's bounds).
     #[error("ids element {index} must be 1 to {max} bytes long, got {bytes} bytes")]
     InvalidIdElement {
         index: usize,

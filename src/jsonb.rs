@@ -64,19 +64,19 @@ pub unsafe fn payload_bytes(datum: pg_sys::Datum) -> usize {
 /// one `JEntry` per item — an object's keys, then its values — and the items' data after them)
 /// and adding what `JsonbToCString` would write for each item (brackets, `", "` between items,
 /// `": "` after a key, escaped strings, numbers as `numeric_out` prints them, literals). The
-/// text's length does not depend on the order items are written in, so nested containers are
-/// measured from a list rather than by recursion (no stack depth to check). Its memory is a
-/// list of nested containers, whatever the text's length: a number like `1e131071` is 22 bytes
-/// stored and 131,072 characters of text, and 9,000 of them would be a gigabyte to render
-/// (pg_regress `payload_text_is_measured_without_rendering`: exactly `octet_length(v::text)`
-/// for every kind of value).
+/// containers are walked depth first, without recursion: its memory is one frame per level of
+/// nesting, whatever the value's width or the text's length (a number like `1e131071` is 22
+/// bytes stored and 131,072 characters of text, and 9,000 of them would be a gigabyte to
+/// render; an array of twenty million empty arrays is as cheap to measure as one). pg_regress
+/// `payload_text_is_measured_without_rendering`: exactly `octet_length(v::text)` for every kind
+/// of value.
 ///
 /// # Safety
 /// `datum` is a non-NULL jsonb datum.
 unsafe fn text_bytes(datum: pg_sys::Datum) -> usize {
     // SAFETY: a jsonb datum, detoasted (a copy in the current memory context when it was
-    // compressed or stored out of line, freed below, after the last read of it); its root
-    // container is a valid container of that value.
+    // compressed, stored out of line or with a short header, freed below, after the last read
+    // of it); its root container is a valid container of that value.
     unsafe {
         let stored = datum.cast_mut_ptr::<pg_sys::varlena>();
         let value = pg_sys::pg_detoast_datum(stored);
@@ -89,23 +89,24 @@ unsafe fn text_bytes(datum: pg_sys::Datum) -> usize {
     }
 }
 
-/// Length of the JSON text of `root` and every container nested in it (see [`text_bytes`]).
-///
-/// # Safety
-/// `root` points to a valid jsonb container that stays valid during the call.
-unsafe fn containers_text_bytes(root: *const pg_sys::JsonbContainer) -> usize {
-    // the item kinds of a JEntry (utils/jsonb.h)
-    const OFFSET_OR_LENGTH: u32 = pg_sys::JENTRY_OFFLENMASK;
-    const HAS_OFFSET: u32 = pg_sys::JENTRY_HAS_OFF;
-    const KIND: u32 = pg_sys::JENTRY_TYPEMASK;
-    let mut length = 0_usize;
-    let mut next = Some(root);
-    // nested containers not yet measured: only allocated when there is one
-    let mut nested: Vec<*const pg_sys::JsonbContainer> = Vec::new();
-    while let Some(container) = next.take().or_else(|| nested.pop()) {
-        // SAFETY: `container` is `root` or a container nested in it, found at its JEntry's
-        // (int-aligned) offset, as `fillJsonbValue` finds it; its header, its JEntries and
-        // the items they describe lie within the value.
+/// A container being measured: its items' JEntries and data, and the next item to read.
+struct Level {
+    entries: *const pg_sys::JEntry,
+    data: *const u8,
+    items: usize,
+    next: usize,
+    /// where the next item's data starts, from `data`
+    offset: usize,
+}
+
+impl Level {
+    /// Starts measuring `container`: returns its level and the length of what it writes around
+    /// its items (brackets, separators).
+    ///
+    /// # Safety
+    /// `container` points to a valid jsonb container that stays valid while the level is used.
+    unsafe fn open(container: *const pg_sys::JsonbContainer) -> (Level, usize) {
+        // SAFETY: the caller's: the header and the JEntries that follow it are the container's.
         unsafe {
             let header = (*container).header;
             let count = (header & pg_sys::JB_CMASK) as usize;
@@ -113,45 +114,82 @@ unsafe fn containers_text_bytes(root: *const pg_sys::JsonbContainer) -> usize {
             // a raw scalar (a top-level string, number, ...) is an array of one item written
             // without brackets
             let raw_scalar = header & pg_sys::JB_FSCALAR != 0;
-            length += if raw_scalar { 0 } else { 2 };
-            length += 2 * count.saturating_sub(1);
-            let items = if object {
-                length += 2 * count;
-                2 * count
+            let brackets = if raw_scalar { 0 } else { 2 };
+            let separators = 2 * count.saturating_sub(1);
+            let (items, after_keys) = if object {
+                (2 * count, 2 * count)
             } else {
-                count
+                (count, 0)
             };
             let entries = (*container).children.as_ptr();
-            let data = entries.add(items).cast::<u8>();
-            let mut offset = 0_usize;
-            for index in 0..items {
-                let entry = *entries.add(index);
-                let field = (entry & OFFSET_OR_LENGTH) as usize;
-                let end = if entry & HAS_OFFSET != 0 {
-                    field
-                } else {
-                    offset + field
-                };
-                length += match entry & KIND {
-                    pg_sys::JENTRY_ISSTRING => string_text_bytes(std::slice::from_raw_parts(
-                        data.add(offset),
-                        end.saturating_sub(offset),
-                    )),
-                    pg_sys::JENTRY_ISNUMERIC => {
-                        numeric_text_bytes(data.add(int_align(offset)).cast_mut().cast())
-                    }
-                    pg_sys::JENTRY_ISBOOL_FALSE => 5,
-                    pg_sys::JENTRY_ISBOOL_TRUE | pg_sys::JENTRY_ISNULL => 4,
-                    _ => {
-                        nested.push(data.add(int_align(offset)).cast());
-                        0
-                    }
-                };
-                offset = end;
-            }
+            let level = Level {
+                entries,
+                data: entries.add(items).cast::<u8>(),
+                items,
+                next: 0,
+                offset: 0,
+            };
+            (level, brackets + separators + after_keys)
         }
     }
-    length
+}
+
+/// Length of the JSON text of `root` and every container nested in it (see [`text_bytes`]).
+///
+/// # Safety
+/// `root` points to a valid jsonb container that stays valid during the call.
+unsafe fn containers_text_bytes(root: *const pg_sys::JsonbContainer) -> usize {
+    const OFFSET_OR_LENGTH: u32 = pg_sys::JENTRY_OFFLENMASK;
+    const HAS_OFFSET: u32 = pg_sys::JENTRY_HAS_OFF;
+    const KIND: u32 = pg_sys::JENTRY_TYPEMASK;
+    // SAFETY: the caller's.
+    let (mut level, mut length) = unsafe { Level::open(root) };
+    // the levels above the one being measured: only allocated when there is nesting
+    let mut above: Vec<Level> = Vec::new();
+    loop {
+        if level.next == level.items {
+            match above.pop() {
+                Some(parent) => {
+                    level = parent;
+                    continue;
+                }
+                None => return length,
+            }
+        }
+        // SAFETY: item `next` of a container of the value (`root` or one nested in it, found at
+        // its JEntry's int-aligned offset, as `fillJsonbValue` finds it); its JEntry gives where
+        // its data ends (an end offset every `JB_OFFSET_STRIDE` items, else its length), its
+        // data lies within the value.
+        unsafe {
+            let entry = *level.entries.add(level.next);
+            let field = (entry & OFFSET_OR_LENGTH) as usize;
+            let start = level.offset;
+            let end = if entry & HAS_OFFSET != 0 {
+                field
+            } else {
+                start + field
+            };
+            level.next += 1;
+            level.offset = end;
+            length += match entry & KIND {
+                pg_sys::JENTRY_ISSTRING => string_text_bytes(std::slice::from_raw_parts(
+                    level.data.add(start),
+                    end.saturating_sub(start),
+                )),
+                pg_sys::JENTRY_ISNUMERIC => {
+                    numeric_text_bytes(level.data.add(int_align(start)).cast_mut().cast())
+                }
+                pg_sys::JENTRY_ISBOOL_FALSE => 5,
+                pg_sys::JENTRY_ISBOOL_TRUE | pg_sys::JENTRY_ISNULL => 4,
+                _ => {
+                    let nested = level.data.add(int_align(start)).cast();
+                    let (inner, around) = Level::open(nested);
+                    above.push(std::mem::replace(&mut level, inner));
+                    around
+                }
+            };
+        }
+    }
 }
 
 /// `INTALIGN`: numbers and nested containers start at an int-aligned offset.
@@ -164,9 +202,9 @@ fn int_align(offset: usize) -> usize {
 /// with something to escape is read again, byte by byte.
 fn string_text_bytes(bytes: &[u8]) -> usize {
     let needs_escape = |byte: u8| byte < 0x20 || byte == b'"' || byte == b'\\';
-    let escaped = bytes
-        .iter()
-        .fold(0_usize, |count, &byte| count + usize::from(needs_escape(byte)));
+    let escaped = bytes.iter().fold(0_usize, |count, &byte| {
+        count + usize::from(needs_escape(byte))
+    });
     if escaped == 0 {
         return 2 + bytes.len();
     }

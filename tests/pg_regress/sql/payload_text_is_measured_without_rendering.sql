@@ -17,6 +17,11 @@ INSERT INTO corpus SELECT jsonb_agg(i * 1.5) FROM generate_series(1, 1000) AS i;
 INSERT INTO corpus SELECT ('9' || repeat('0', i % 50) || '.1' || repeat('0', i % 7))::jsonb FROM generate_series(1, 200) AS i;
 INSERT INTO corpus SELECT ('-0.' || repeat('0', i) || '1')::jsonb FROM generate_series(1, 40) AS i;
 INSERT INTO corpus SELECT (i::numeric * 10 ^ (i % 20) - 10 ^ (i % 9))::text::jsonb FROM generate_series(1, 100) AS i;
+-- containers wide enough that every 32nd JEntry holds an end offset instead of a length: an
+-- object of 100 keys, arrays of 100 arrays and of 10,000 empty arrays
+INSERT INTO corpus SELECT jsonb_object_agg('k' || i, repeat(chr(1), i % 3)) FROM generate_series(1, 100) AS i;
+INSERT INTO corpus SELECT jsonb_agg(jsonb_build_array('x' || i, i % 2 = 0, NULL)) FROM generate_series(1, 100) AS i;
+INSERT INTO corpus SELECT jsonb_agg('[]'::jsonb) FROM generate_series(1, 10000) AS i;
 -- the size each refusal names, against the text PostgreSQL writes (and the binary size of the
 -- value as built, uncompressed)
 CREATE FUNCTION pg_temp.refused_size(v jsonb) RETURNS bigint LANGUAGE plpgsql AS $$
@@ -44,6 +49,30 @@ SELECT count(*) AS values,
 FROM (SELECT jsonb_build_array(v, padding) AS in_array,
              jsonb_build_object('key "' || chr(2) || '"', v, 'padding', padding) AS in_object
       FROM (SELECT v, repeat(chr(1), pg_column_size(v::text::jsonb) + 100) AS padding FROM corpus) AS c) AS wrapped;
+-- a payload passed as stored, compressed or out of line, is measured as the same value in memory
+CREATE TEMP TABLE stored_compressed (v jsonb);
+CREATE TEMP TABLE stored_out_of_line (v jsonb);
+ALTER TABLE stored_out_of_line ALTER v SET STORAGE EXTERNAL;
+INSERT INTO stored_compressed SELECT jsonb_agg(repeat(chr(1), 50) || i) FROM generate_series(1, 2000) AS i;
+INSERT INTO stored_out_of_line SELECT v::text::jsonb FROM stored_compressed;
+CREATE FUNCTION pg_temp.refused_size_as_stored(stored regclass) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    message text;
+BEGIN
+    EXECUTE format('SELECT chunked_register(''m'', v) FROM %s', stored);
+    RETURN NULL;
+EXCEPTION WHEN program_limit_exceeded THEN
+    GET STACKED DIAGNOSTICS message = MESSAGE_TEXT;
+    RETURN substring(message FROM 'payload of (\d+) bytes')::bigint;
+END
+$$;
+SELECT 'stored_compressed' AS stored, pg_column_compression(v) IS NOT NULL AS compressed,
+       pg_temp.refused_size_as_stored('stored_compressed') = octet_length(v::text) AS text_exact
+FROM stored_compressed
+UNION ALL
+SELECT 'stored_out_of_line', pg_column_compression(v) IS NOT NULL,
+       pg_temp.refused_size_as_stored('stored_out_of_line') = octet_length(v::text)
+FROM stored_out_of_line;
 \set VERBOSITY default
 SELECT chunked_register('m', (SELECT jsonb_agg('1e131071'::jsonb) FROM generate_series(1, 9000)));
 \echo :LAST_ERROR_SQLSTATE

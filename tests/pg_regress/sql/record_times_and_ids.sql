@@ -143,7 +143,7 @@ SELECT * FROM chunked_register_once('orders', '{}', '');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT * FROM chunked_register_many_once('orders', ARRAY['{}']::jsonb[], ARRAY[repeat('y', 257)]);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
--- a batch names the element whose id is wrong (1-based, as SQL counts), whatever its neighbours
+-- a batch names the element whose id is wrong by its position, counted from 1, whatever its neighbours
 SELECT * FROM chunked_register_many_once('orders', ARRAY['{}', '{}', '{}']::jsonb[], ARRAY['a', NULL, '']);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 
