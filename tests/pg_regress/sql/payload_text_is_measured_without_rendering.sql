@@ -24,17 +24,20 @@ INSERT INTO corpus SELECT jsonb_agg(jsonb_build_array('x' || i, i % 2 = 0, NULL)
 INSERT INTO corpus SELECT jsonb_agg('[]'::jsonb) FROM generate_series(1, 10000) AS i;
 -- the size each refusal names, against the text PostgreSQL writes (and the binary size of the
 -- value as built, uncompressed)
-CREATE FUNCTION pg_temp.refused_size(v jsonb) RETURNS bigint LANGUAGE plpgsql AS $$
+-- (`append`: a statement appending to m, given `v` as $1)
+CREATE FUNCTION pg_temp.refused_size_of(append text, v jsonb) RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     message text;
 BEGIN
-    PERFORM chunked_register('m', v);
+    EXECUTE append USING v;
     RETURN NULL;
 EXCEPTION WHEN program_limit_exceeded THEN
     GET STACKED DIAGNOSTICS message = MESSAGE_TEXT;
     RETURN substring(message FROM 'payload of (\d+) bytes')::bigint;
 END
 $$;
+CREATE FUNCTION pg_temp.refused_size(v jsonb) RETURNS bigint LANGUAGE sql
+    RETURN pg_temp.refused_size_of('SELECT chunked_register(''m'', $1)', v);
 SELECT count(*) AS values,
        count(*) FILTER (WHERE pg_temp.refused_size(v)
                               = greatest(octet_length(v::text), pg_column_size(v::text::jsonb) - 4)) AS sized_exactly
@@ -55,17 +58,9 @@ CREATE TEMP TABLE stored_out_of_line (v jsonb);
 ALTER TABLE stored_out_of_line ALTER v SET STORAGE EXTERNAL;
 INSERT INTO stored_compressed SELECT jsonb_agg(repeat(chr(1), 50) || i) FROM generate_series(1, 2000) AS i;
 INSERT INTO stored_out_of_line SELECT v::text::jsonb FROM stored_compressed;
-CREATE FUNCTION pg_temp.refused_size_as_stored(stored regclass) RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE
-    message text;
-BEGIN
-    EXECUTE format('SELECT chunked_register(''m'', v) FROM %s', stored);
-    RETURN NULL;
-EXCEPTION WHEN program_limit_exceeded THEN
-    GET STACKED DIAGNOSTICS message = MESSAGE_TEXT;
-    RETURN substring(message FROM 'payload of (\d+) bytes')::bigint;
-END
-$$;
+-- (the value read from the table by the appending statement itself, as stored)
+CREATE FUNCTION pg_temp.refused_size_as_stored(stored regclass) RETURNS bigint LANGUAGE sql
+    RETURN pg_temp.refused_size_of(format('SELECT chunked_register(''m'', v) FROM %s', stored), NULL);
 SELECT 'stored_compressed' AS stored, pg_column_compression(v) IS NOT NULL AS compressed,
        pg_temp.refused_size_as_stored('stored_compressed') = octet_length(v::text) AS text_exact
 FROM stored_compressed
