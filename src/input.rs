@@ -184,7 +184,7 @@ pub fn record_id(value: &str) -> Result<&str, ChunkedError> {
 }
 
 /// The ids of a batch, one per payload, `None` where a payload has none; each 1 to
-/// [`MAX_ID_BYTES`] bytes, the first that is not named by its (1-based) element number.
+/// [`MAX_ID_BYTES`] bytes. The first that is not is named by its position, counted from 1.
 pub fn record_ids(values: &[Option<String>]) -> Result<Vec<Option<&str>>, ChunkedError> {
     values
         .iter()
