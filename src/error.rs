@@ -192,9 +192,10 @@ pub enum ChunkedError {
     #[error("member must be between 0 and {} (group_size - 1), got {member}", .group_size - 1)]
     MemberOutOfRange { member: i32, group_size: i32 },
 
-    /// (0.4) The feed's transaction ids are per node: not offered on a Citus cluster.
-    #[error("the feed (chunked_subscribe, chunked_poll, chunked_unsubscribe) is not available on a Citus cluster")]
-    FeedOnCitus,
+    /// (0.5) On a Citus cluster the feed's consumers live on the coordinator: a worker cannot
+    /// subscribe, poll or unsubscribe.
+    #[error("on a Citus cluster the feed (chunked_subscribe, chunked_poll, chunked_unsubscribe) runs on the coordinator only")]
+    FeedOffCoordinator,
 
     /// `chunked_distribute` where Citus is not there to distribute to.
     #[error("chunked_distribute needs Citus: {what}")]
@@ -253,7 +254,7 @@ impl ChunkedError {
             }
             PayloadTooLarge { .. } => PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             HistoryIsImmutable { .. } => PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
-            NotifyInPreparedTransaction | FeedOnCitus => {
+            NotifyInPreparedTransaction | FeedOffCoordinator => {
                 PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED
             }
             CitusMissing { .. }
@@ -352,8 +353,8 @@ impl ChunkedError {
                 "Create it with chunked_map.chunked_subscribe('{}').",
                 consumer.replace('\'', "''")
             )),
-            FeedOnCitus => Some(
-                "Consume each map with chunked_read(map, after_seq) and keep the positions yourself (docs/citus.md), or run the feed on a single-node database."
+            FeedOffCoordinator => Some(
+                "Connect to the coordinator: consumers and their members are kept there (docs/citus.md)."
                     .into(),
             ),
             _ => None,

@@ -53,8 +53,12 @@ pub struct Delivered<'fcx> {
 }
 
 /// Whether a map started now is followed: on the newest committed state, once no subscription
-/// can be under way (the feed lock, shared).
+/// can be under way (the feed lock, shared). Never on a Citus cluster, where no moves are
+/// recorded (see [`poll_by_positions`]).
 pub fn followed_from_its_start(session: &Session, map: MapName<'_>) -> bool {
+    if citus::tables_are_distributed(session) {
+        return false;
+    }
     lock::lock_feed_for_start(map);
     feed_statements::followed(session, map.as_str())
 }
@@ -64,17 +68,22 @@ pub fn positions_for_a_new_map(session: &Session, map: MapName<'_>) {
     session.run_on_latest_write(&feed_statements::POSITIONS_FOR_A_NEW_MAP, (map.as_str(),));
 }
 
-fn refuse_on_citus(session: &Session) {
-    if citus::tables_are_distributed(session) {
-        ChunkedError::FeedOnCitus.raise();
+/// Whether the storage is distributed (a Citus cluster, where the feed runs on the coordinator:
+/// consumers and their members are kept there, positions with the maps on the workers); on a
+/// worker, 0A000.
+fn on_citus(session: &Session) -> bool {
+    let distributed = citus::tables_are_distributed(session);
+    if distributed && !citus::statements::citus_is_coordinator(session) {
+        ChunkedError::FeedOffCoordinator.raise();
     }
+    distributed
 }
 
 /// Creates a consumer; `false` (and no change) when it exists.
 pub fn subscribe(consumer: ConsumerName<'_>, category: Option<&str>, from_start: bool) -> bool {
     let category = input::category(category).or_raise();
     statements::connect(|session| {
-        refuse_on_citus(session);
+        let on_citus = on_citus(session);
         lock::lock_feed_exclusive(consumer);
         if session
             .run_on_latest_write(
@@ -86,7 +95,9 @@ pub fn subscribe(consumer: ConsumerName<'_>, category: Option<&str>, from_start:
             return false;
         }
         session.run_on_latest_write(&feed_statements::BASE_HORIZON, (consumer.as_str(),));
-        session.run_on_latest_write(&feed_statements::FOLLOW_CATEGORY, (category,));
+        if !on_citus {
+            session.run_on_latest_write(&feed_statements::FOLLOW_CATEGORY, (category,));
+        }
         let positions = if from_start {
             &feed_statements::POSITIONS_FROM_START
         } else {
@@ -100,15 +111,18 @@ pub fn subscribe(consumer: ConsumerName<'_>, category: Option<&str>, from_start:
 /// Removes a consumer, its positions and horizons; `false` when there was none.
 pub fn unsubscribe(consumer: ConsumerName<'_>) -> bool {
     statements::connect(|session| {
-        refuse_on_citus(session);
+        let on_citus = on_citus(session);
         lock::lock_feed_exclusive(consumer);
+        session.run_on_latest_write(&feed_statements::DELETE_POSITIONS, (consumer.as_str(),));
         if session
             .run_on_latest_write(&feed_statements::DELETE_CONSUMER, (consumer.as_str(),))
             .is_empty()
         {
             return false;
         }
-        session.run_on_latest_write(&feed_statements::UNFOLLOW, ());
+        if !on_citus {
+            session.run_on_latest_write(&feed_statements::UNFOLLOW, ());
+        }
         true
     })
 }
@@ -124,19 +138,29 @@ pub fn poll<'fcx>(
 ) -> Vec<Delivered<'fcx>> {
     let consumer = consumer.as_str();
     statements::connect(|session| {
-        refuse_on_citus(session);
+        let on_citus = on_citus(session);
         let Some(category) = feed_statements::consumer(session, consumer) else {
             return Err(ChunkedError::ConsumerNotFound {
                 consumer: consumer.to_owned(),
             });
         };
         let category = category.as_deref();
+        let budget = i64::from(max_records);
+        if on_citus {
+            return Ok(poll_by_positions(
+                session,
+                caller,
+                consumer,
+                category,
+                budget,
+                (member, group_size),
+            ));
+        }
         let horizon = match member_horizon(session, consumer, category, (member, group_size)) {
             Some(horizon) => horizon,
             // another poll of this member is under way: nothing for this one
             None => return Ok(Vec::new()),
         };
-        let budget = i64::from(max_records);
         let (xmin, candidates) = feed_statements::candidates(
             session,
             consumer,
@@ -187,6 +211,78 @@ pub fn poll<'fcx>(
         Ok(delivered)
     })
     .or_raise()
+}
+
+/// On a Citus cluster: a transaction's id and its snapshot's xmin are its node's, and a
+/// transaction block on the coordinator commits its part on a worker (`COMMIT PREPARED`) after
+/// the coordinator's own commit, so no horizon of transaction ids can say which moves every
+/// node has made visible. The poll looks instead, on every worker at once, for the maps whose
+/// newest sequence is past the consumer's position (`MAPS_BEHIND`), and delivers from each as
+/// a single node does: the positions alone keep every committed record delivered once, and the
+/// caller's commit (Citus's two-phase commit over the workers it touched) acknowledges them.
+fn poll_by_positions<'fcx>(
+    session: &Session,
+    caller: CallerMemory<'fcx>,
+    consumer: &str,
+    category: Option<&str>,
+    budget: i64,
+    (member, group_size): (i32, i32),
+) -> Vec<Delivered<'fcx>> {
+    if !member_locked_on_citus(session, consumer, (member, group_size)) {
+        // another poll of this member is under way: nothing for this one
+        return Vec::new();
+    }
+    let mut delivered = Vec::new();
+    let mut left = budget;
+    for map in
+        feed_statements::maps_behind(session, consumer, category, (member, group_size), budget)
+    {
+        if left <= 0 {
+            break;
+        }
+        // `None`: another poll holds the consumer's position in this map
+        if let Some((records, _finished)) = deliver(session, caller, consumer, &map, left) {
+            left -= i64::try_from(records.len()).unwrap_or(i64::MAX);
+            delivered.extend(records);
+        }
+    }
+    delivered
+}
+
+/// On a Citus cluster, the member's row locked for this poll (made by its first poll);
+/// `false` when another poll holds it.
+fn member_locked_on_citus(
+    session: &Session,
+    consumer: &str,
+    (member, group_size): (i32, i32),
+) -> bool {
+    let lock = || {
+        session
+            .run(
+                &feed_statements::MEMBER_HORIZON,
+                (consumer, group_size, member),
+            )
+            .first()
+            .is_some()
+    };
+    if lock() {
+        return true;
+    }
+    let exists = session
+        .run(
+            &feed_statements::MEMBER_EXISTS,
+            (consumer, group_size, member),
+        )
+        .first()
+        .is_some_and(|(exists,)| exists);
+    if exists {
+        return false;
+    }
+    session.run(
+        &feed_statements::ADD_MEMBER_ON_CITUS,
+        (consumer, group_size, member),
+    );
+    lock()
 }
 
 /// The member's horizon, locked for this poll (made on its first poll; for a consumer restored

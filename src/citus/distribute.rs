@@ -17,12 +17,16 @@ use crate::pg::spi;
 use crate::statements;
 use crate::xact;
 
-/// The storage tables, the first one the colocation anchor.
-pub const TABLES: [&str; 4] = [
+/// The tables distributed by map, the first one the colocation anchor: the storage, and (0.5)
+/// the feed's positions, which live with their maps. The feed's consumers and their members
+/// stay on the coordinator, where the feed runs; no moves are recorded on a cluster (see
+/// `feed`), so `map_change` is emptied and no map is marked followed any more.
+pub const TABLES: [&str; 5] = [
     citus_statements::TABLES_ANCHOR,
     "chunked_map.current_record",
     "chunked_map.archived_chunk",
     "chunked_map.record_id",
+    "chunked_map.consumer_position",
 ];
 
 /// What `chunked_distribute` did: tables and functions it distributed now (not before).
@@ -71,6 +75,7 @@ pub fn distribute() -> Distributed {
 }
 
 fn distribute_objects(session: &spi::Session) -> Distributed {
+    citus_statements::stop_recording_moves(session);
     let mut tables = 0;
     for (index, table) in TABLES.iter().enumerate() {
         if citus_statements::is_distributed_table(session, table) {

@@ -61,6 +61,15 @@ statements! {
                 pg_catalog.truncate_local_data_after_distributing_table($1::regclass)"
     );
 
+    /// A cluster records no moves (see `feed`): maps followed on the single node this database
+    /// was are not any more, and the moves recorded there are gone.
+    /// (Two statements: on a second call `map_state` is distributed and `map_change` is not.)
+    pub UNFOLLOW_EVERY_MAP: Statement<(), ()> = write(
+        "UPDATE chunked_map.map_state AS s SET followed = false WHERE s.followed"
+    );
+
+    pub FORGET_MOVES: Statement<(), ()> = write("DELETE FROM chunked_map.map_change");
+
     pub IS_DISTRIBUTED_FUNCTION: Statement<(Text,), (NotNull<Int8>,)> = write(
         "SELECT count(*) FROM pg_catalog.pg_dist_object AS o
          WHERE o.classid = 'pg_catalog.pg_proc'::regclass AND o.objid = $1::regprocedure
@@ -128,6 +137,11 @@ pub fn is_distributed_table(session: &Session, table: &str) -> bool {
 
 pub fn distribute_table(session: &Session, table: &str, colocate_with: &str) {
     session.run(&DISTRIBUTE_TABLE, (table, colocate_with));
+}
+
+pub fn stop_recording_moves(session: &Session) {
+    session.run(&UNFOLLOW_EVERY_MAP, ());
+    session.run(&FORGET_MOVES, ());
 }
 
 pub fn is_distributed_function(session: &Session, function: &str) -> bool {

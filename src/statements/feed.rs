@@ -99,11 +99,15 @@ statements! {
          ON CONFLICT (consumer, map) DO NOTHING"
     ));
 
-    /// Removes the consumer, its positions and horizons; no row when there was none.
+    /// Removes the consumer's positions (a statement of their own: on a Citus cluster they are
+    /// on the workers, the consumer and its horizons on the coordinator).
+    pub DELETE_POSITIONS: Statement<(Text,), ()> = write(
+        "DELETE FROM chunked_map.consumer_position AS p WHERE p.consumer = $1"
+    );
+
+    /// Removes the consumer and its horizons; no row when there was none.
     pub DELETE_CONSUMER: Statement<(Text,), (NotNull<Bool>,)> = write(
-        "WITH positions AS (
-             DELETE FROM chunked_map.consumer_position AS p WHERE p.consumer = $1
-         ), horizons AS (
+        "WITH horizons AS (
              DELETE FROM chunked_map.consumer_horizon AS h WHERE h.consumer = $1
          )
          DELETE FROM chunked_map.consumer AS c WHERE c.consumer = $1
@@ -223,6 +227,32 @@ statements! {
          ) AS k ON true"
     ));
 
+    /// On a Citus cluster, a member's row, made by its first poll: its lock is what keeps two
+    /// polls of the member apart. Its horizon means nothing there (no moves are recorded:
+    /// [`MAPS_BEHIND`]); the xmin only fills the column.
+    pub ADD_MEMBER_ON_CITUS: Statement<(Text, Int4, Int4), ()> = write(
+        "INSERT INTO chunked_map.consumer_horizon (consumer, group_size, member, horizon)
+         VALUES ($1, $2, $3, pg_snapshot_xmin(pg_current_snapshot()))
+         ON CONFLICT (consumer, group_size, member) DO NOTHING"
+    );
+
+    /// On a Citus cluster, what the member has to look at: the maps of its category and its
+    /// share with records after the consumer's position (none, or one of an earlier
+    /// incarnation: the map is read from its start), in random order so that, with more maps
+    /// behind than one poll takes, none waits for ever; at most `$5`. One statement on every
+    /// worker at once (positions are colocated with the maps): its cost grows with the number of
+    /// maps the consumer follows, not with their records.
+    pub MAPS_BEHIND: Statement<(Text, Text, Int4, Int4, Int8), (NotNull<Text>,)> = write(concat!(
+        "SELECT s.map
+         FROM chunked_map.map_state AS s
+         LEFT JOIN chunked_map.consumer_position AS p ON p.map = s.map AND p.consumer = $1
+         WHERE ", follows!("$2::text", "s.map"), "
+           AND ($4 = 1 OR ((hashtextextended(s.map, 0) % $4) + $4) % $4 = $3)
+           AND s.next_seq - 1 > CASE WHEN p.incarnation = s.incarnation THEN p.seq ELSE 0 END
+         ORDER BY random()
+         LIMIT $5"
+    ));
+
     /// The consumer's position in the map, locked for this poll (made at 0 when the consumer
     /// has none: a map started after the subscription, read from its start); no row when
     /// another poll holds it.
@@ -303,6 +333,24 @@ pub fn candidates(
         }
     }
     (xmin, candidates)
+}
+
+/// [`MAPS_BEHIND`].
+pub fn maps_behind(
+    session: &Session,
+    consumer: &str,
+    category: Option<&str>,
+    (member, group_size): (i32, i32),
+    limit: i64,
+) -> Vec<String> {
+    session
+        .run(
+            &MAPS_BEHIND,
+            (consumer, category, member, group_size, limit),
+        )
+        .iter()
+        .map(|(map,)| map)
+        .collect()
 }
 
 pub fn consumer(session: &Session, consumer: &str) -> Option<Option<String>> {

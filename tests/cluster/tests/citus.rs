@@ -8,7 +8,9 @@
 //! `scripts/test-citus.sh` (`cargo test --test citus -- --ignored`), which says so and skips
 //! where it is not.
 
-use std::sync::{Arc, Barrier};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
 use chunked_map_cluster_tests::citus::CitusCluster;
@@ -846,7 +848,7 @@ fn distributing_needs_chunked_map_preloaded_after_citus_on_every_node() {
 
 #[test]
 #[ignore = "needs Citus: scripts/test-citus.sh"]
-fn trim_and_retention_work_on_distributed_maps_and_the_feed_says_it_is_not_there() {
+fn trim_and_retention_work_on_distributed_maps_and_the_feed_reports_what_they_removed() {
     let citus = CitusCluster::start("retention");
     let mut coordinator = citus.coordinator();
     distribute(&mut coordinator);
@@ -854,7 +856,8 @@ fn trim_and_retention_work_on_distributed_maps_and_the_feed_says_it_is_not_there
         .batch_execute(
             "SELECT chunked_map.chunked_start(m, 5) FROM unnest(ARRAY['t1', 't2', 't3', 't4']) AS m;
              SELECT count(*) FROM unnest(ARRAY['t1', 't2', 't3', 't4']) AS m,
-                 LATERAL chunked_map.chunked_register_many(m, ARRAY(SELECT jsonb_build_object('n', n) FROM generate_series(1, 23) AS n));",
+                 LATERAL chunked_map.chunked_register_many(m, ARRAY(SELECT jsonb_build_object('n', n) FROM generate_series(1, 23) AS n));
+             SELECT chunked_map.chunked_subscribe('sink');",
         )
         .unwrap();
     // a trim through the coordinator, delegated to the map's node
@@ -918,10 +921,480 @@ fn trim_and_retention_work_on_distributed_maps_and_the_feed_says_it_is_not_there
         let report = query_json(&mut coordinator, "chunked_map.chunked_verify($1)", &[&map]);
         assert_eq!(report["consistent"], true, "{map}: {report}");
     }
-    // the feed is not offered where the storage is distributed
-    assert_error(
-        coordinator.query_one("SELECT chunked_map.chunked_subscribe('c')", &[]),
-        "0A000",
-        "is not available on a Citus cluster",
+    // the feed, subscribed before the trims, says what they removed before it had them: a gap
+    // row through the record before the oldest kept, then every record kept, once
+    let rows = coordinator
+        .query(
+            "SELECT map, seq, trimmed FROM chunked_map.chunked_poll('sink', 1000)",
+            &[],
+        )
+        .unwrap();
+    let mut delivered: BTreeMap<String, Vec<(i64, bool)>> = BTreeMap::new();
+    for row in &rows {
+        delivered
+            .entry(row.get(0))
+            .or_default()
+            .push((row.get(1), row.get(2)));
+    }
+    for (map, oldest, newest) in [
+        ("t1", 11, 23),
+        ("t2", 26, 33),
+        ("t3", 21, 23),
+        ("t4", 21, 23),
+    ] {
+        let expected: Vec<(i64, bool)> = std::iter::once((oldest - 1, true))
+            .chain((oldest..=newest).map(|seq| (seq, false)))
+            .collect();
+        assert_eq!(delivered[map], expected, "{map}");
+    }
+    let again: i64 = coordinator
+        .query_one(
+            "SELECT count(*) FROM chunked_map.chunked_poll('sink', 1000)",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(again, 0, "acknowledged by the poll's commit");
+}
+
+// ---- The feed on a cluster (docs/citus.md, *The feed*) ----
+
+/// A delivered or appended record: (map, seq, payload as text).
+type FedRecord = (String, i64, String);
+
+/// A small deterministic generator (no timer, no entropy).
+struct Dice(u64);
+
+impl Dice {
+    fn roll(&mut self, sides: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % sides
+    }
+}
+
+/// One poll through `client` in a transaction of its own: what it delivered, if its commit
+/// succeeded (an error anywhere: nothing was acknowledged, `None`).
+fn poll_and_commit(
+    client: &mut Client,
+    consumer: &str,
+    member: i32,
+    group: i32,
+) -> Option<Vec<FedRecord>> {
+    let mut transaction = client.transaction().ok()?;
+    let rows = transaction
+        .query(
+            "SELECT map, seq, payload::text, trimmed FROM chunked_map.chunked_poll($1, 40, $2, $3)",
+            &[&consumer, &member, &group],
+        )
+        .ok()?;
+    let records = rows
+        .iter()
+        .map(|row| {
+            assert!(!row.get::<_, bool>(3), "nothing is trimmed in this test");
+            (row.get(0), row.get(1), row.get(2))
+        })
+        .collect();
+    transaction.commit().ok()?;
+    Some(records)
+}
+
+/// Every record of `maps` as the storage holds them at the end (through the coordinator).
+fn stored_records(client: &mut Client, maps: &[String]) -> BTreeSet<FedRecord> {
+    let mut stored = BTreeSet::new();
+    for map in maps {
+        for row in client
+            .query(
+                "SELECT seq, payload::text FROM chunked_map.chunked_read($1, 0, 10000)",
+                &[map],
+            )
+            .unwrap()
+        {
+            stored.insert((map.clone(), row.get(0), row.get(1)));
+        }
+    }
+    stored
+}
+
+/// Each record once, each map's in sequence order, exactly what the storage holds of the maps
+/// the consumer follows.
+fn assert_delivered_once_in_order(
+    consumer: &str,
+    delivered: &[FedRecord],
+    expected: &BTreeSet<FedRecord>,
+) {
+    let mut last: BTreeMap<&str, i64> = BTreeMap::new();
+    for (map, seq, _) in delivered {
+        let previous = last.insert(map, *seq).unwrap_or(0);
+        assert!(
+            *seq > previous,
+            "{consumer}: {map} delivered {seq} after {previous}"
+        );
+    }
+    let set: BTreeSet<FedRecord> = delivered.iter().cloned().collect();
+    assert_eq!(set.len(), delivered.len(), "{consumer}: a record twice");
+    let missing: Vec<_> = expected.difference(&set).take(5).collect();
+    let extra: Vec<_> = set.difference(expected).take(5).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "{consumer}: {} delivered, {} stored; missing {missing:?}; not stored {extra:?}",
+        set.len(),
+        expected.len()
     );
+}
+
+/// Maps whose shard is on each worker (by the port of the node Citus placed it on).
+fn maps_on_worker(client: &mut Client, maps: &[String], port: u16) -> Vec<String> {
+    maps.iter()
+        .filter(|map| {
+            let node_port: i32 = client
+                .query_one(
+                    "SELECT n.nodeport FROM pg_dist_placement AS p
+                     JOIN pg_dist_node AS n ON n.groupid = p.groupid
+                     WHERE p.shardid = get_shard_id_for_distribution_column('chunked_map.map_state', $1::text)",
+                    &[map],
+                )
+                .unwrap()
+                .get(0);
+            node_port == i32::from(port)
+        })
+        .cloned()
+        .collect()
+}
+
+#[test]
+#[ignore = "needs Citus: scripts/test-citus.sh"]
+fn the_feed_through_the_coordinator_delivers_every_committed_record_once_across_a_worker_restart() {
+    const MAPS: usize = 60;
+    const WRITERS: usize = 6;
+    const TRANSACTIONS_PER_WRITER: usize = 120;
+    let citus = CitusCluster::start("feed");
+    let mut coordinator = citus.coordinator();
+    distribute(&mut coordinator);
+    let maps: Vec<String> = (0..MAPS).map(|i| format!("acct-{i}")).collect();
+    let others: Vec<String> = (0..6).map(|i| format!("other-{i}")).collect();
+    for map in maps.iter().chain(&others) {
+        coordinator
+            .execute("SELECT chunked_map.chunked_start($1, 8)", &[map])
+            .unwrap();
+    }
+    for port in citus.workers.iter().map(|worker| worker.port()) {
+        assert!(
+            !maps_on_worker(&mut coordinator, &maps, port).is_empty(),
+            "maps on the worker of port {port}"
+        );
+    }
+    // two consumers polled by groups through the coordinator: the category, by 2 members;
+    // every map, by 3
+    coordinator
+        .batch_execute(
+            "SELECT chunked_map.chunked_subscribe('projection', 'acct');
+             SELECT chunked_map.chunked_subscribe('audit');",
+        )
+        .unwrap();
+    let groups: [(&str, i32); 2] = [("projection", 2), ("audit", 3)];
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let delivered: Arc<Mutex<BTreeMap<(String, i32), Vec<FedRecord>>>> = Arc::default();
+    let mut pollers = Vec::new();
+    for (consumer, group) in groups {
+        for member in 0..group {
+            let stop = Arc::clone(&stop);
+            let delivered = Arc::clone(&delivered);
+            let url = citus.url(&citus.coordinator);
+            pollers.push(std::thread::spawn(move || {
+                let mut client: Option<Client> = None;
+                while !stop.load(Ordering::SeqCst) {
+                    let connection = match client.as_mut() {
+                        Some(connection) if !connection.is_closed() => connection,
+                        _ => match postgres::Client::connect(&url, postgres::NoTls) {
+                            Ok(connection) => client.insert(connection),
+                            Err(_) => continue,
+                        },
+                    };
+                    if let Some(records) = poll_and_commit(connection, consumer, member, group) {
+                        delivered
+                            .lock()
+                            .unwrap()
+                            .entry((consumer.to_owned(), member))
+                            .or_default()
+                            .extend(records);
+                    }
+                }
+            }));
+        }
+    }
+
+    // writers through the coordinator: delegated single appends, and transaction blocks over
+    // several maps (committed by two-phase commit when they span both workers), one in six
+    // rolled back; writer 0 keeps one transaction open over a third of its run
+    let committed: Arc<Mutex<Vec<FedRecord>>> = Arc::default();
+    let started = Arc::new(Barrier::new(WRITERS + 1));
+    let mut writers = Vec::new();
+    for writer in 0..WRITERS {
+        let committed = Arc::clone(&committed);
+        let started = Arc::clone(&started);
+        let url = citus.url(&citus.coordinator);
+        let every: Vec<String> = maps.iter().chain(&others).cloned().collect();
+        writers.push(std::thread::spawn(move || {
+            let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+            let mut dice = Dice(0x2545_f491_4f6c_dd1d ^ (writer as u64 + 1));
+            started.wait();
+            let mut long: Option<Vec<FedRecord>> = None;
+            for round in 0..TRANSACTIONS_PER_WRITER {
+                if client.is_closed() {
+                    client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+                }
+                if writer == 0 && round == TRANSACTIONS_PER_WRITER / 3 {
+                    // a long transaction: opened here, committed two thirds on
+                    let map = &every[dice.roll(every.len() as u64) as usize];
+                    let payload = format!("{{\"w\": {writer}, \"round\": {round}, \"long\": true}}");
+                    if client.batch_execute("BEGIN").is_ok() {
+                        if let Ok(row) = client.query_one(
+                            "SELECT chunked_map.chunked_register($1, $2::text::jsonb)",
+                            &[map, &payload],
+                        ) {
+                            long = Some(vec![(map.clone(), row.get(0), payload)]);
+                        }
+                    }
+                    continue;
+                }
+                if long.is_some() {
+                    if round == 2 * TRANSACTIONS_PER_WRITER / 3 {
+                        if client.batch_execute("COMMIT").is_ok() {
+                            committed.lock().unwrap().extend(long.take().unwrap_or_default());
+                        }
+                        long = None;
+                    }
+                    continue;
+                }
+                let rollback = dice.roll(6) == 0;
+                let appends = 1 + dice.roll(3) as usize;
+                // a round that fails (its maps' worker is down) is tried again until it is done
+                for attempt in 0.. {
+                assert!(attempt < 600, "writer {writer}: round {round} failed for 30 s");
+                if client.is_closed() {
+                    client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+                }
+                let mut mine = Vec::new();
+                let outcome: Result<(), postgres::Error> = (|| {
+                    let mut transaction = client.transaction()?;
+                    for n in 0..appends {
+                        let map = &every[dice.roll(every.len() as u64) as usize];
+                        let payload = format!(
+                            "{{\"w\": {writer}, \"round\": {round}, \"n\": {n}, \"rolled_back\": {rollback}}}"
+                        );
+                        let seq: i64 = transaction
+                            .query_one(
+                                "SELECT chunked_map.chunked_register($1, $2::text::jsonb)",
+                                &[map, &payload],
+                            )?
+                            .get(0);
+                        mine.push((map.clone(), seq, payload));
+                    }
+                    if rollback {
+                        transaction.rollback()
+                    } else {
+                        transaction.commit()
+                    }
+                })();
+                match outcome {
+                    Ok(()) => {
+                        if !rollback {
+                            committed.lock().unwrap().extend(mine);
+                        }
+                        break;
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(50)),
+                }
+                }
+            }
+        }));
+    }
+    started.wait();
+    let began = std::time::Instant::now();
+    // a worker restarted while everything runs
+    std::thread::sleep(Duration::from_millis(1500));
+    citus.workers[1].crash();
+    std::thread::sleep(Duration::from_millis(500));
+    citus.workers[1].restart();
+    let restarted = began.elapsed();
+    for writer in writers {
+        writer.join().expect("writer");
+    }
+    let written = began.elapsed();
+    assert!(written > restarted, "the writers ran across the restart");
+    stop.store(true, Ordering::SeqCst);
+    for poller in pollers {
+        poller.join().expect("poller");
+    }
+
+    // what the storage holds is what the writers' acknowledged commits made, plus what a commit
+    // cut by the restart made before its answer was lost; never a rolled-back append
+    // a commit the restart cut after the coordinator's own commit is finished by Citus's
+    // recovery of prepared transactions (every minute; run here rather than waited for), in a
+    // session of its own (this one's connection to the restarted worker is gone)
+    let mut coordinator = citus.coordinator();
+    coordinator
+        .batch_execute("SELECT recover_prepared_transactions()")
+        .unwrap();
+    let every: Vec<String> = maps.iter().chain(&others).cloned().collect();
+    let stored = stored_records(&mut coordinator, &every);
+    let canonical = |(map, seq, payload): &FedRecord| {
+        let value: serde_json::Value = serde_json::from_str(payload).expect("a payload");
+        (map.clone(), *seq, value.to_string())
+    };
+    let stored_canonical: BTreeSet<FedRecord> = stored.iter().map(canonical).collect();
+    let acknowledged = committed.lock().unwrap().clone();
+    for record in &acknowledged {
+        assert!(
+            stored_canonical.contains(&canonical(record)),
+            "acknowledged but not stored: {record:?}"
+        );
+    }
+    assert!(
+        stored
+            .iter()
+            .all(|(_, _, payload)| !payload.contains("\"rolled_back\": true")),
+        "a rolled-back append is stored"
+    );
+
+    // then every member polls to the end: prepared transactions a crash cut in two are
+    // resolved by Citus's recovery, which is run here rather than waited for
+    let mut delivered = Arc::try_unwrap(delivered).unwrap().into_inner().unwrap();
+    let while_writing: usize = delivered.values().map(Vec::len).sum();
+    eprintln!(
+        "writers ran {written:?} (worker restarted by {restarted:?}): {} records acknowledged, \
+         {} stored; {while_writing} deliveries while they ran",
+        acknowledged.len(),
+        stored.len()
+    );
+    let started_draining = std::time::Instant::now();
+    for (consumer, group) in groups {
+        let expected: BTreeSet<FedRecord> = stored
+            .iter()
+            .filter(|(map, _, _)| consumer == "audit" || map.starts_with("acct-"))
+            .cloned()
+            .collect();
+        loop {
+            let all: Vec<FedRecord> = (0..group)
+                .flat_map(|member| {
+                    delivered
+                        .get(&(consumer.to_owned(), member))
+                        .cloned()
+                        .unwrap_or_default()
+                })
+                .collect();
+            if all.len() >= expected.len() {
+                // each member's share in its own order: a map belongs to one member
+                for member in 0..group {
+                    let mine = delivered
+                        .get(&(consumer.to_owned(), member))
+                        .cloned()
+                        .unwrap_or_default();
+                    let mut last: BTreeMap<String, i64> = BTreeMap::new();
+                    for (map, seq, _) in &mine {
+                        assert!(
+                            *seq > last.insert(map.clone(), *seq).unwrap_or(0),
+                            "{consumer} member {member}: {map} out of order at {seq}"
+                        );
+                    }
+                }
+                let mut by_map = all.clone();
+                by_map.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+                assert_delivered_once_in_order(consumer, &by_map, &expected);
+                break;
+            }
+            assert!(
+                started_draining.elapsed() < Duration::from_secs(180),
+                "{consumer}: {} of {} delivered after 3 minutes",
+                all.len(),
+                expected.len()
+            );
+            coordinator
+                .batch_execute("SELECT recover_prepared_transactions()")
+                .unwrap();
+            for member in 0..group {
+                let records = poll_and_commit(&mut coordinator, consumer, member, group)
+                    .expect("a poll with every node up");
+                delivered
+                    .entry((consumer.to_owned(), member))
+                    .or_default()
+                    .extend(records);
+            }
+        }
+    }
+    // no node recorded a move: a cluster reads positions, not transaction ids
+    for node in citus.nodes() {
+        let moves: i64 = node
+            .connect(&citus.database)
+            .query_one("SELECT count(*) FROM chunked_map.map_change", &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(moves, 0);
+    }
+}
+
+#[test]
+#[ignore = "needs Citus: scripts/test-citus.sh"]
+fn a_poll_while_a_worker_is_stopped_fails_naming_it_and_acknowledges_nothing() {
+    let citus = CitusCluster::start("stopped");
+    let mut coordinator = citus.coordinator();
+    distribute(&mut coordinator);
+    let maps: Vec<String> = (0..12).map(|i| format!("job-{i}")).collect();
+    coordinator
+        .batch_execute("SELECT chunked_map.chunked_subscribe('runner', 'job')")
+        .unwrap();
+    for map in &maps {
+        coordinator
+            .execute("SELECT chunked_map.chunked_start($1, 2)", &[map])
+            .unwrap();
+        coordinator
+            .execute(
+                "SELECT chunked_map.chunked_register_many($1, ARRAY(SELECT jsonb_build_object('n', n) FROM generate_series(1, 3) AS n))",
+                &[map],
+            )
+            .unwrap();
+    }
+    let stopped = &citus.workers[0];
+    assert!(!maps_on_worker(&mut coordinator, &maps, stopped.port()).is_empty());
+    stopped.crash();
+    let error = coordinator
+        .query("SELECT * FROM chunked_map.chunked_poll('runner', 100)", &[])
+        .expect_err("a poll with a worker down");
+    let message = error
+        .as_db_error()
+        .map(|db| db.message().to_owned())
+        .unwrap_or_else(|| error.to_string());
+    assert!(
+        message.contains(&format!("127.0.0.1:{}", stopped.port())),
+        "the error names the worker: {message}"
+    );
+    // on a worker the feed is refused: consumers are on the coordinator
+    assert_error(
+        citus.worker(1).query("SELECT * FROM chunked_map.chunked_poll('runner')", &[]),
+        "0A000",
+        "on a Citus cluster the feed (chunked_subscribe, chunked_poll, chunked_unsubscribe) runs on the coordinator only",
+    );
+    stopped.restart();
+    let mut coordinator = citus.coordinator();
+    let delivered = poll_and_commit(&mut coordinator, "runner", 0, 1).expect("a poll");
+    let expected: BTreeSet<FedRecord> = stored_records(&mut coordinator, &maps);
+    assert_eq!(expected.len(), 36);
+    let mut by_map = delivered.clone();
+    by_map.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    assert_delivered_once_in_order("runner", &by_map, &expected);
+    // unsubscribed through the coordinator, its positions go from the workers
+    coordinator
+        .batch_execute("SELECT chunked_map.chunked_unsubscribe('runner')")
+        .unwrap();
+    for worker in 0..2 {
+        let positions: i64 = citus
+            .worker(worker)
+            .query_one("SELECT count(*) FROM chunked_map.consumer_position", &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(positions, 0);
+    }
 }
