@@ -137,5 +137,79 @@ figure "1 hot map, never waiting (retry 40001)" "the worker holding the map" "$h
 figure "1 hot map, lock_timeout 50ms (ALTER ROLE)" "single node" "${ports[3]}" patient 8 hot.sql
 figure "1 hot map, lock_timeout 50ms (ALTER ROLE)" "coordinator" "${ports[0]}" patient 8 hot.sql
 figure "1 hot map, lock_timeout 50ms (ALTER ROLE)" "the worker holding the map" "$hot_port" patient 8 hot.sql
+
+# The feed (0.5): a poll of 100 records through the coordinator, 10 from each of 10 maps, and
+# its commit (two-phase across the workers it touched); the maps on one worker, or 5 on each.
+# Each pgbench transaction first appends 10 records to each map (not measured), then polls
+# them; pgbench -r gives each statement's latency.
+pick_maps() { # pick_maps PREFIX PORT COUNT: the first COUNT names PREFIX-i held by the worker on PORT
+    sql "${ports[0]}" -c "SELECT string_agg(x.m, ' ') FROM (
+        SELECT c.m FROM (SELECT i, '$1-' || i AS m FROM generate_series(1, 1000) AS i) AS c
+        JOIN pg_dist_placement AS p
+          ON p.shardid = get_shard_id_for_distribution_column('chunked_map.map_state', c.m)
+        JOIN pg_dist_node AS n ON n.groupid = p.groupid
+        WHERE n.nodeport = $2 ORDER BY c.i LIMIT $3) AS x"
+}
+feed_script() { # feed_script CONSUMER MAP...: writes $scripts_dir/poll_CONSUMER.sql
+    local consumer=$1
+    shift
+    local array
+    array="ARRAY['$(sed "s/ /', '/g" <<<"$*")']"
+    {
+        echo "SELECT count(*) FROM unnest($array) AS m, LATERAL chunked_map.chunked_register_many(m, ARRAY(SELECT '{\"n\": 1}'::jsonb FROM generate_series(1, 10))) AS r;"
+        echo "BEGIN;"
+        echo "SELECT count(*) FROM chunked_map.chunked_poll('$consumer', 100);"
+        echo "COMMIT;"
+    } >"$scripts_dir/poll_$consumer.sql"
+}
+read -r -a one_maps <<<"$(pick_maps one "${ports[1]}" 10)"
+read -r -a two_maps <<<"$(pick_maps two "${ports[1]}" 5) $(pick_maps two "${ports[2]}" 5)"
+solo_maps=(solo-{1..10})
+start_and_subscribe() { # PORT CONSUMER MAP...
+    local port=$1 consumer=$2
+    shift 2
+    for map in "$@"; do
+        sql "$port" -c "SELECT chunked_map.chunked_start('$map')" >/dev/null
+    done
+    sql "$port" -c "SELECT chunked_map.chunked_subscribe('$consumer', '$consumer')" >/dev/null
+    feed_script "$consumer" "$@"
+}
+start_and_subscribe "${ports[0]}" one "${one_maps[@]}"
+start_and_subscribe "${ports[0]}" two "${two_maps[@]}"
+start_and_subscribe "${ports[3]}" solo "${solo_maps[@]}"
+statement_ms() { # statement_ms PATTERN <pgbench -r output: the latency of the statement matching PATTERN
+    awk -v pattern="$1" 'index($0, pattern) { print $1; exit }'
+}
+{
+    echo
+    echo "#### The feed: a poll of 100 records (10 maps × 10) through the coordinator, and its commit; pgbench -r, 1 client, ${rounds} × ${seconds} s, medians"
+    echo
+    echo "| maps held by | poll ms | commit ms | polls/s (with the appends before each) |"
+    echo "|---|---|---|---|"
+} | tee -a "$results"
+poll_figure() { # poll_figure LABEL PORT CONSUMER
+    local label=$1 port=$2 consumer=$3
+    local polls=() commits=() tps=()
+    for _ in $(seq "$rounds"); do
+        local out
+        out=$("$PGBIN/pgbench" -n -r -h 127.0.0.1 -p "$port" -U postgres -d "$db" -c 1 -j 1 \
+            -T "$seconds" -f "$scripts_dir/poll_$consumer.sql" 2>&1)
+        polls+=("$(statement_ms "chunked_poll(" <<<"$out")")
+        commits+=("$(statement_ms "COMMIT;" <<<"$out")")
+        tps+=("$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out")")
+    done
+    # every poll took what the appends before it made: nothing left behind
+    local behind
+    behind=$(sql "$port" -c "SELECT records_behind FROM chunked_map.consumers WHERE consumer = '$consumer'")
+    if [ "$behind" != 0 ]; then
+        echo "consumer $consumer is $behind records behind: the polls did not take 100 each" >&2
+        exit 1
+    fi
+    echo "| $label | $(printf '%s\n' "${polls[@]}" | median) | $(printf '%s\n' "${commits[@]}" | median) | $(printf '%s\n' "${tps[@]}" | median | xargs printf '%.0f') |" |
+        tee -a "$results"
+}
+poll_figure "one worker (coordinator)" "${ports[0]}" one
+poll_figure "two workers, 5 maps each (coordinator)" "${ports[0]}" two
+poll_figure "single node" "${ports[3]}" solo
 echo
 echo "written to $results"

@@ -214,10 +214,12 @@ statements! {
              DELETE FROM chunked_map.current_record AS c WHERE c.map = $1
          ), positions AS (
              -- never waiting for a poll that holds one: a position left behind belongs to this
-             -- map's incarnation, and counts as none for a map started again under the name
+             -- map's incarnation, and counts as none for a map started again under the name (by
+             -- key, not ctid: on a Citus cluster the positions are distributed)
              DELETE FROM chunked_map.consumer_position AS p
-             WHERE p.ctid = ANY (ARRAY(SELECT q.ctid FROM chunked_map.consumer_position AS q
-                                       WHERE q.map = $1 FOR UPDATE SKIP LOCKED))
+             WHERE p.map = $1
+               AND p.consumer IN (SELECT q.consumer FROM chunked_map.consumer_position AS q
+                                  WHERE q.map = $1 FOR UPDATE SKIP LOCKED)
          ), moved AS (
              DELETE FROM chunked_map.map_change AS m WHERE m.map = $1
          ), ids AS (

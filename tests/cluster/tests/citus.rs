@@ -88,6 +88,8 @@ fn distributing_keeps_existing_maps_and_calls_run_on_the_node_holding_the_map() 
         tables.iter().map(|t| t.0.as_str()).collect::<Vec<_>>(),
         [
             "chunked_map.archived_chunk",
+            // (0.5) the feed's positions live with their maps
+            "chunked_map.consumer_position",
             "chunked_map.current_record",
             "chunked_map.map_state",
             "chunked_map.record_id"
@@ -1379,12 +1381,45 @@ fn a_poll_while_a_worker_is_stopped_fails_naming_it_and_acknowledges_nothing() {
     );
     stopped.restart();
     let mut coordinator = citus.coordinator();
+    let behind = coordinator
+        .query_one(
+            "SELECT maps_behind, records_behind FROM chunked_map.consumers WHERE consumer = 'runner'",
+            &[],
+        )
+        .unwrap();
+    assert_eq!((behind.get::<_, i64>(0), behind.get::<_, i64>(1)), (12, 36));
     let delivered = poll_and_commit(&mut coordinator, "runner", 0, 1).expect("a poll");
     let expected: BTreeSet<FedRecord> = stored_records(&mut coordinator, &maps);
     assert_eq!(expected.len(), 36);
     let mut by_map = delivered.clone();
     by_map.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
     assert_delivered_once_in_order("runner", &by_map, &expected);
+    // a map dropped and started again under its name, through the coordinator: its positions
+    // go with it (on its worker), and the new map is delivered from its first record
+    let dropped: bool = coordinator
+        .query_one("SELECT chunked_map.chunked_drop('job-0')", &[])
+        .unwrap()
+        .get(0);
+    assert!(dropped);
+    let left: i64 = coordinator
+        .query_one(
+            "SELECT count(*) FROM chunked_map.consumer_position WHERE map = 'job-0'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0, "the dropped map's positions went with it");
+    coordinator
+        .batch_execute("SELECT chunked_map.chunked_start('job-0')")
+        .unwrap();
+    coordinator
+        .batch_execute("SELECT chunked_map.chunked_register('job-0', '{\"again\": true}')")
+        .unwrap();
+    let again = poll_and_commit(&mut coordinator, "runner", 0, 1).expect("a poll");
+    assert_eq!(
+        again,
+        [("job-0".to_owned(), 1, "{\"again\": true}".to_owned())]
+    );
     // unsubscribed through the coordinator, its positions go from the workers
     coordinator
         .batch_execute("SELECT chunked_map.chunked_unsubscribe('runner')")
