@@ -178,7 +178,7 @@ start_and_subscribe "${ports[0]}" one "${one_maps[@]}"
 start_and_subscribe "${ports[0]}" two "${two_maps[@]}"
 start_and_subscribe "${ports[3]}" solo "${solo_maps[@]}"
 statement_ms() { # statement_ms PATTERN <pgbench -r output: the latency of the statement matching PATTERN
-    awk -v pattern="$1" 'index($0, pattern) { print $1; exit }'
+    awk -v pattern="$1" '$1 ~ /^[0-9.]+$/ && index($0, pattern) { print $1; exit }'
 }
 {
     echo
@@ -197,6 +197,7 @@ poll_figure() { # poll_figure LABEL PORT CONSUMER
         polls+=("$(statement_ms "chunked_poll(" <<<"$out")")
         commits+=("$(statement_ms "COMMIT;" <<<"$out")")
         tps+=("$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out")")
+        echo "$out" >"$base/pgbench-$consumer.out"
     done
     # every poll took what the appends before it made: nothing left behind
     local behind

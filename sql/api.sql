@@ -125,27 +125,53 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_poll_wrapper';
 
 -- Every consumer of the feed and what it has not had yet: maps and records of its category
 -- after its positions, and when the oldest move it has not passed was recorded (NULL: none, or
--- only history it is still catching up on). A view: it reads the tables as its owner, and is
--- granted like the functions (the consumer recipe). It reads every map of each consumer's
--- category: a tool for monitoring, not for every poll.
+-- only history it is still catching up on; always on a Citus cluster, which records no moves).
+-- It reads every map of each consumer's category: a tool for monitoring, not for every poll.
+-- (0.5) A function run as its owner, behind the view: on a Citus cluster the view's queries on
+-- the workers would run as the caller, whom the tables are not granted to. Granted like the
+-- functions (the consumer recipe: the view and this function).
+CREATE FUNCTION chunked_map.chunked_consumers()
+RETURNS TABLE (consumer text, category text, from_start boolean, maps_behind bigint, records_behind bigint, oldest_unread_move_at timestamptz)
+STABLE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql AS $$
+DECLARE
+    c record;
+    oldest timestamptz;
+BEGIN
+    -- one consumer at a time: on a Citus cluster the statement below joins the maps with their
+    -- positions on every worker (colocated), and the consumers stay on the coordinator
+    FOR c IN SELECT k.consumer, k.category, k.from_start FROM chunked_map.consumer AS k LOOP
+        oldest := NULL;
+        -- moves are recorded on a single node only (a cluster has none)
+        IF EXISTS (SELECT 1 FROM chunked_map.map_change) THEN
+            SELECT min(m.at) INTO oldest
+            FROM chunked_map.map_change AS m
+            JOIN chunked_map.map_state AS ms ON ms.map = m.map
+            LEFT JOIN chunked_map.consumer_position AS mp
+                   ON mp.consumer = c.consumer AND mp.map = m.map AND mp.incarnation = ms.incarnation
+            WHERE (c.category IS NULL OR c.category = split_part(m.map, '-', 1))
+              AND ms.next_seq - 1 > coalesce(mp.seq, 0);
+        END IF;
+        RETURN QUERY
+        SELECT c.consumer, c.category, c.from_start,
+               count(s.map) FILTER (WHERE s.next_seq - 1 > coalesce(p.seq, 0)),
+               coalesce(sum(greatest(s.next_seq - 1 - greatest(coalesce(p.seq, 0), s.oldest_seq - 1), 0)), 0)::bigint,
+               oldest
+        FROM chunked_map.map_state AS s
+        -- a position left from a dropped map of the name (another incarnation) counts as none
+        LEFT JOIN chunked_map.consumer_position AS p
+               ON p.map = s.map AND p.consumer = c.consumer AND p.incarnation = s.incarnation
+        WHERE c.category IS NULL OR c.category = split_part(s.map, '-', 1);
+    END LOOP;
+END
+$$;
+
 CREATE VIEW chunked_map.consumers AS
-SELECT c.consumer, c.category, c.from_start,
-       count(s.map) FILTER (WHERE s.next_seq - 1 > coalesce(p.seq, 0)) AS maps_behind,
-       coalesce(sum(greatest(s.next_seq - 1 - greatest(coalesce(p.seq, 0), s.oldest_seq - 1), 0)), 0)::bigint AS records_behind,
-       (SELECT pg_catalog.min(m.at)
-        FROM chunked_map.map_change AS m
-        JOIN chunked_map.map_state AS ms ON ms.map = m.map
-        LEFT JOIN chunked_map.consumer_position AS mp
-               ON mp.consumer = c.consumer AND mp.map = m.map AND mp.incarnation = ms.incarnation
-        WHERE (c.category IS NULL OR c.category = pg_catalog.split_part(m.map, '-', 1))
-          AND ms.next_seq - 1 > coalesce(mp.seq, 0)) AS oldest_unread_move_at
-FROM chunked_map.consumer AS c
-LEFT JOIN chunked_map.map_state AS s
-       ON c.category IS NULL OR c.category = pg_catalog.split_part(s.map, '-', 1)
--- a position left from a dropped map of the name (another incarnation) counts as none
-LEFT JOIN chunked_map.consumer_position AS p
-       ON p.consumer = c.consumer AND p.map = s.map AND p.incarnation = s.incarnation
-GROUP BY c.consumer, c.category, c.from_start;
+-- (the names in the consumers' collation, as the view of 0.4 had them)
+SELECT c.consumer COLLATE "C" AS consumer, c.category COLLATE "C" AS category, c.from_start,
+       c.maps_behind, c.records_behind, c.oldest_unread_move_at
+FROM chunked_map.chunked_consumers() AS c;
 
 CREATE FUNCTION chunked_map.chunked_distribute()
 RETURNS void

@@ -574,8 +574,8 @@ pub fn drop_map(map: MapName<'_>) -> bool {
             return false;
         }
         // every storage table is written: none may be left on this node (Citus)
-        citus::tables_are_distributed(session);
-        writes::drop_map(session, map.as_str());
+        let distributed = citus::tables_are_distributed(session);
+        writes::drop_map(session, map.as_str(), !distributed);
         xact::forget_dropped(map.as_str());
         true
     })
@@ -583,8 +583,10 @@ pub fn drop_map(map: MapName<'_>) -> bool {
 
 /// Records, for a map a consumer follows, that it moved in this transaction (once per
 /// transaction: see `feed`).
+/// Never on a Citus cluster, where no moves are recorded (see `feed`), even for a map whose
+/// state row says it is followed (a single node's data restored into a distributed database).
 fn record_move(session: &Session, map: MapName<'_>, followed: bool) {
-    if followed && !xact::moved(map.as_str()) {
+    if followed && !xact::moved(map.as_str()) && !citus::tables_are_distributed(session) {
         writes::record_change(session, map.as_str());
         xact::remember_moved(map.as_str());
     }

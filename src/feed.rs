@@ -113,17 +113,16 @@ pub fn unsubscribe(consumer: ConsumerName<'_>) -> bool {
     statements::connect(|session| {
         let on_citus = on_citus(session);
         lock::lock_feed_exclusive(consumer);
-        session.run_on_latest_write(&feed_statements::DELETE_POSITIONS, (consumer.as_str(),));
-        if session
+        // the consumer first: its removal waits for the polls that hold it, so that the
+        // positions they made are there to be removed next
+        let existed = !session
             .run_on_latest_write(&feed_statements::DELETE_CONSUMER, (consumer.as_str(),))
-            .is_empty()
-        {
-            return false;
-        }
-        if !on_citus {
+            .is_empty();
+        session.run_on_latest_write(&feed_statements::DELETE_POSITIONS, (consumer.as_str(),));
+        if existed && !on_citus {
             session.run_on_latest_write(&feed_statements::UNFOLLOW, ());
         }
-        true
+        existed
     })
 }
 

@@ -12,3 +12,4 @@ GRANT EXECUTE ON FUNCTION
     chunked_map.chunked_unsubscribe(text)
 TO chunked_map_consumer;
 GRANT SELECT ON chunked_map.consumers TO chunked_map_consumer;
+GRANT EXECUTE ON FUNCTION chunked_map.chunked_consumers() TO chunked_map_consumer;

@@ -23,6 +23,15 @@ macro_rules! follows {
     };
 }
 
+/// A subscription's position replaces one a consumer of the same name left behind (an
+/// unsubscription whose snapshot could not see a position an open poll was making).
+macro_rules! over_a_left_position {
+    () => {
+        "ON CONFLICT (consumer, map) DO UPDATE
+         SET seq = excluded.seq, pending = excluded.pending, incarnation = excluded.incarnation"
+    };
+}
+
 /// A map the poll looks at: one that moved since the member's horizon, or one of the
 /// consumer's positions still catching up, with what is left to deliver.
 #[derive(Debug, Clone)]
@@ -71,7 +80,8 @@ statements! {
         "INSERT INTO chunked_map.consumer_position (consumer, map, seq, pending, incarnation)
          SELECT $1, s.map, s.next_seq - 1, false, s.incarnation
          FROM chunked_map.map_state AS s
-         WHERE ", follows!("$2::text", "s.map")
+         WHERE ", follows!("$2::text", "s.map"), "
+         ", over_a_left_position!()
     ));
 
     /// Positions of a consumer that reads every map from its oldest kept record: each waits to
@@ -80,7 +90,8 @@ statements! {
         "INSERT INTO chunked_map.consumer_position (consumer, map, seq, pending, incarnation)
          SELECT $1, s.map, s.oldest_seq - 1, s.next_seq > s.oldest_seq, s.incarnation
          FROM chunked_map.map_state AS s
-         WHERE ", follows!("$2::text", "s.map")
+         WHERE ", follows!("$2::text", "s.map"), "
+         ", over_a_left_position!()
     ));
 
     /// The positions of every consumer that follows a map just started (at its start: a poll
@@ -100,7 +111,8 @@ statements! {
     ));
 
     /// Removes the consumer's positions (a statement of their own: on a Citus cluster they are
-    /// on the workers, the consumer and its horizons on the coordinator).
+    /// on the workers, the consumer and its horizons on the coordinator; also those of a
+    /// consumer that is gone, left by a poll its removal could not see).
     pub DELETE_POSITIONS: Statement<(Text,), ()> = write(
         "DELETE FROM chunked_map.consumer_position AS p WHERE p.consumer = $1"
     );

@@ -207,6 +207,12 @@ statements! {
     /// Consumers' positions in it (those no poll holds now) and its row of `map_change` go too:
     /// a map started again under the name is another incarnation, begins at sequence 1, and
     /// every consumer reads it from there.
+    /// The map's move (a statement of its own, run where moves are recorded: not on a Citus
+    /// cluster, where `map_change` is not distributed).
+    pub FORGET_MOVE: Statement<(Text,), ()> = write(
+        "DELETE FROM chunked_map.map_change AS m WHERE m.map = $1"
+    );
+
     pub DROP_MAP: Statement<(Text,), ()> = write(
         "WITH archived AS (
              DELETE FROM chunked_map.archived_chunk AS a WHERE a.map = $1
@@ -220,8 +226,6 @@ statements! {
              WHERE p.map = $1
                AND p.consumer IN (SELECT q.consumer FROM chunked_map.consumer_position AS q
                                   WHERE q.map = $1 FOR UPDATE SKIP LOCKED)
-         ), moved AS (
-             DELETE FROM chunked_map.map_change AS m WHERE m.map = $1
          ), ids AS (
              DELETE FROM chunked_map.record_id AS r WHERE r.map = $1
          )
@@ -483,7 +487,10 @@ pub fn installation_secret(session: &Session) -> Vec<u8> {
         })
 }
 
-/// [`DROP_MAP`].
-pub fn drop_map(session: &Session, map: &str) {
+/// [`DROP_MAP`], and [`FORGET_MOVE`] where moves are recorded.
+pub fn drop_map(session: &Session, map: &str, moves_recorded: bool) {
     session.run(&DROP_MAP, (map,));
+    if moves_recorded {
+        session.run(&FORGET_MOVE, (map,));
+    }
 }

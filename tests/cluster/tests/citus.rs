@@ -1076,7 +1076,10 @@ fn the_feed_through_the_coordinator_delivers_every_committed_record_once_across_
     distribute(&mut coordinator);
     let maps: Vec<String> = (0..MAPS).map(|i| format!("acct-{i}")).collect();
     let others: Vec<String> = (0..6).map(|i| format!("other-{i}")).collect();
-    for map in maps.iter().chain(&others) {
+    // 50 of the category's maps exist before the subscriptions, 10 are started after them (on
+    // a cluster a start makes no position: the first poll that reaches the map makes it)
+    let (before, after) = maps.split_at(50);
+    for map in before.iter().chain(&others) {
         coordinator
             .execute("SELECT chunked_map.chunked_start($1, 8)", &[map])
             .unwrap();
@@ -1096,6 +1099,11 @@ fn the_feed_through_the_coordinator_delivers_every_committed_record_once_across_
         )
         .unwrap();
     let groups: [(&str, i32); 2] = [("projection", 2), ("audit", 3)];
+    for map in after {
+        coordinator
+            .execute("SELECT chunked_map.chunked_start($1, 8)", &[map])
+            .unwrap();
+    }
 
     let stop = Arc::new(AtomicBool::new(false));
     let delivered: Arc<Mutex<BTreeMap<(String, i32), Vec<FedRecord>>>> = Arc::default();
@@ -1222,6 +1230,7 @@ fn the_feed_through_the_coordinator_delivers_every_committed_record_once_across_
     std::thread::sleep(Duration::from_millis(500));
     citus.workers[1].restart();
     let restarted = began.elapsed();
+    let delivered_by_the_restart: usize = delivered.lock().unwrap().values().map(Vec::len).sum();
     for writer in writers {
         writer.join().expect("writer");
     }
@@ -1266,6 +1275,11 @@ fn the_feed_through_the_coordinator_delivers_every_committed_record_once_across_
     // resolved by Citus's recovery, which is run here rather than waited for
     let mut delivered = Arc::try_unwrap(delivered).unwrap().into_inner().unwrap();
     let while_writing: usize = delivered.values().map(Vec::len).sum();
+    assert!(
+        while_writing > delivered_by_the_restart && delivered_by_the_restart > 0,
+        "polls delivered before the restart ({delivered_by_the_restart}) and after it, while the \
+         writers ran ({while_writing} in all)"
+    );
     eprintln!(
         "writers ran {written:?} (worker restarted by {restarted:?}): {} records acknowledged, \
          {} stored; {while_writing} deliveries while they ran",
@@ -1289,7 +1303,19 @@ fn the_feed_through_the_coordinator_delivers_every_committed_record_once_across_
                 })
                 .collect();
             if all.len() >= expected.len() {
-                // each member's share in its own order: a map belongs to one member
+                // a map belongs to one member of the group: never delivered to two
+                let mut member_of: BTreeMap<String, i32> = BTreeMap::new();
+                for member in 0..group {
+                    for (map, _, _) in delivered
+                        .get(&(consumer.to_owned(), member))
+                        .into_iter()
+                        .flatten()
+                    {
+                        let first = *member_of.entry(map.clone()).or_insert(member);
+                        assert_eq!(first, member, "{consumer}: {map} went to two members");
+                    }
+                }
+                // each member's share in its own order
                 for member in 0..group {
                     let mine = delivered
                         .get(&(consumer.to_owned(), member))
@@ -1340,7 +1366,7 @@ fn the_feed_through_the_coordinator_delivers_every_committed_record_once_across_
 
 #[test]
 #[ignore = "needs Citus: scripts/test-citus.sh"]
-fn a_poll_while_a_worker_is_stopped_fails_naming_it_and_acknowledges_nothing() {
+fn a_poll_while_a_worker_is_stopped_fails_naming_it_and_the_feed_goes_on_once_it_is_back() {
     let citus = CitusCluster::start("stopped");
     let mut coordinator = citus.coordinator();
     distribute(&mut coordinator);
@@ -1374,11 +1400,17 @@ fn a_poll_while_a_worker_is_stopped_fails_naming_it_and_acknowledges_nothing() {
         "the error names the worker: {message}"
     );
     // on a worker the feed is refused: consumers are on the coordinator
-    assert_error(
-        citus.worker(1).query("SELECT * FROM chunked_map.chunked_poll('runner')", &[]),
-        "0A000",
-        "on a Citus cluster the feed (chunked_subscribe, chunked_poll, chunked_unsubscribe) runs on the coordinator only",
-    );
+    for call in [
+        "SELECT * FROM chunked_map.chunked_poll('runner')",
+        "SELECT chunked_map.chunked_subscribe('elsewhere')",
+        "SELECT chunked_map.chunked_unsubscribe('runner')",
+    ] {
+        assert_error(
+            citus.worker(1).query(call, &[]),
+            "0A000",
+            "on a Citus cluster the feed (chunked_subscribe, chunked_poll, chunked_unsubscribe) runs on the coordinator only",
+        );
+    }
     stopped.restart();
     let mut coordinator = citus.coordinator();
     let behind = coordinator
@@ -1420,6 +1452,61 @@ fn a_poll_while_a_worker_is_stopped_fails_naming_it_and_acknowledges_nothing() {
         again,
         [("job-0".to_owned(), 1, "{\"again\": true}".to_owned())]
     );
+    // a drop in a transaction block through the coordinator (not delegated)
+    coordinator
+        .batch_execute(
+            "SELECT chunked_map.chunked_start('job-gone');
+             BEGIN; SELECT chunked_map.chunked_drop('job-gone'); COMMIT;",
+        )
+        .unwrap();
+    // the group grows from 1 to 2 and then to 3 members: nothing again, nothing skipped
+    let more = |client: &mut Client, round: i32| {
+        for map in &maps {
+            client
+                .execute(
+                    "SELECT chunked_map.chunked_register($1, jsonb_build_object('round', $2::int))",
+                    &[map, &round],
+                )
+                .unwrap();
+        }
+    };
+    let mut grown: Vec<FedRecord> = Vec::new();
+    for (round, group) in [(1, 2), (2, 3)] {
+        more(&mut coordinator, round);
+        for member in 0..group {
+            grown.extend(
+                poll_and_commit(&mut coordinator, "runner", member, group).expect("a poll"),
+            );
+        }
+    }
+    let everything = stored_records(&mut coordinator, &maps);
+    let since: BTreeSet<FedRecord> = everything
+        .iter()
+        .filter(|(_, _, payload)| payload.contains("round"))
+        .cloned()
+        .collect();
+    assert_eq!(since.len(), 24);
+    grown.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    assert_delivered_once_in_order("runner", &grown, &since);
+    // the view, for a role given the consumer recipe (its queries run on the workers too)
+    coordinator
+        .batch_execute(&format!(
+            "{}\nCREATE ROLE watcher LOGIN IN ROLE chunked_map_consumer;",
+            std::fs::read_to_string(
+                chunked_map_cluster_tests::repo_root().join("sql/grants/consumer.sql")
+            )
+            .unwrap()
+        ))
+        .unwrap();
+    let mut watcher = citus.connect_as(&citus.coordinator, "watcher");
+    let behind: i64 = watcher
+        .query_one(
+            "SELECT records_behind FROM chunked_map.consumers WHERE consumer = 'runner'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(behind, 0);
     // unsubscribed through the coordinator, its positions go from the workers
     coordinator
         .batch_execute("SELECT chunked_map.chunked_unsubscribe('runner')")
@@ -1432,4 +1519,18 @@ fn a_poll_while_a_worker_is_stopped_fails_naming_it_and_acknowledges_nothing() {
             .get(0);
         assert_eq!(positions, 0);
     }
+    // and subscribed again under its name, from the start of every map
+    coordinator
+        .batch_execute("SELECT chunked_map.chunked_subscribe('runner', 'job')")
+        .unwrap();
+    let mut again: Vec<FedRecord> = Vec::new();
+    loop {
+        let records = poll_and_commit(&mut coordinator, "runner", 0, 1).expect("a poll");
+        if records.is_empty() {
+            break;
+        }
+        again.extend(records);
+    }
+    again.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    assert_delivered_once_in_order("runner", &again, &everything);
 }
