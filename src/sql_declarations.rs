@@ -33,6 +33,11 @@ fn declared() -> BTreeMap<String, Declared> {
         let Some(at) = statement.find("CREATE FUNCTION ") else {
             continue;
         };
+        // a function in SQL or PL/pgSQL (whose body this split cuts at its first `;`) reads
+        // nothing through `Call`
+        if !statement.contains("'MODULE_PATHNAME'") {
+            continue;
+        }
         let text = &statement[at + "CREATE FUNCTION ".len()..];
         let open = text.find('(').expect("argument list");
         let close = matching_paren(text, open);
