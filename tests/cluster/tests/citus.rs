@@ -964,6 +964,9 @@ fn trim_and_retention_work_on_distributed_maps_and_the_feed_reports_what_they_re
 /// A delivered or appended record: (map, seq, payload as text).
 type FedRecord = (String, i64, String);
 
+/// What each member of each consumer was delivered: by (consumer, member).
+type Deliveries = BTreeMap<(String, i32), Vec<FedRecord>>;
+
 /// A small deterministic generator (no timer, no entropy).
 struct Dice(u64);
 
@@ -1106,7 +1109,7 @@ fn the_feed_through_the_coordinator_delivers_every_committed_record_once_across_
     }
 
     let stop = Arc::new(AtomicBool::new(false));
-    let delivered: Arc<Mutex<BTreeMap<(String, i32), Vec<FedRecord>>>> = Arc::default();
+    let delivered: Arc<Mutex<Deliveries>> = Arc::default();
     let mut pollers = Vec::new();
     for (consumer, group) in groups {
         for member in 0..group {
