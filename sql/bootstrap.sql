@@ -128,7 +128,8 @@ CREATE TABLE chunked_map.consumer (
 -- Per consumer and map, the last sequence it acknowledged in the map's incarnation (a position
 -- of an earlier map of the same name counts as none); pending: it has to read the map to its end
 -- once whether or not the map moves (history it started from, or a restore). Made for every map
--- a consumer follows, by chunked_subscribe and chunked_start, so that polls never make one.
+-- a consumer follows, by chunked_subscribe and chunked_start, so that polls never make one (on a
+-- Citus cluster, where a start does not know the consumers, by the first poll that reaches it).
 CREATE TABLE chunked_map.consumer_position (
     consumer    text    COLLATE "C" NOT NULL,
     map         text    COLLATE "C" NOT NULL,

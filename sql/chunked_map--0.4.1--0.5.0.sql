@@ -10,9 +10,14 @@
 --   chunked_set_id_window.
 \echo Use "ALTER EXTENSION chunked_map UPDATE TO '0.5.0'" to load this file. \quit
 
-ALTER TABLE chunked_map.map_state ADD COLUMN id_window bigint DEFAULT 10000;
-ALTER TABLE chunked_map.current_record ADD COLUMN at timestamptz, ADD COLUMN id text COLLATE "C";
-ALTER TABLE chunked_map.archived_chunk ADD COLUMN ats timestamptz[], ADD COLUMN ids text[] COLLATE "C";
+-- On a Citus cluster the storage tables are distributed, and Citus carries an ALTER TABLE of one
+-- to the workers as the text of the statement, which within an extension's script is the whole
+-- script (refused: "cannot insert multiple commands into a prepared statement"): each is run by
+-- EXECUTE, its own text. The workers run this script too (Citus carries the update to them), so
+-- a column may be there already when the coordinator's ALTER reaches them: IF NOT EXISTS.
+DO $$ BEGIN EXECUTE 'ALTER TABLE chunked_map.map_state ADD COLUMN IF NOT EXISTS id_window bigint DEFAULT 10000'; END $$;
+DO $$ BEGIN EXECUTE 'ALTER TABLE chunked_map.current_record ADD COLUMN IF NOT EXISTS at timestamptz, ADD COLUMN IF NOT EXISTS id text COLLATE "C"'; END $$;
+DO $$ BEGIN EXECUTE 'ALTER TABLE chunked_map.archived_chunk ADD COLUMN IF NOT EXISTS ats timestamptz[], ADD COLUMN IF NOT EXISTS ids text[] COLLATE "C"'; END $$;
 DO $$
 BEGIN
     IF 'lz4' = ANY (SELECT pg_catalog.unnest(enumvals) FROM pg_catalog.pg_settings
@@ -39,14 +44,18 @@ CREATE TRIGGER record_id_is_kept
 
 -- The functions whose rows get two more columns: their grants, kept to be given again (with
 -- the grant option where it was given; the grantor is the extension's owner now).
-CREATE TEMPORARY TABLE chunked_map_0_5_0_grants AS
-SELECT p.proname::text AS function, a.grantee, a.is_grantable
-FROM pg_catalog.pg_proc AS p
-CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) AS a
-WHERE p.pronamespace = 'chunked_map'::pg_catalog.regnamespace
-  AND p.proname IN ('chunked_records', 'chunked_read', 'chunked_poll')
-  AND a.privilege_type = 'EXECUTE'
-  AND a.grantee <> p.proowner;
+-- (Kept in a setting of this transaction, not a temporary table: on a Citus cluster the update
+-- runs on every node in a transaction that is prepared, which a temporary object forbids.)
+SELECT pg_catalog.set_config('chunked_map_update.grants', coalesce(pg_catalog.jsonb_agg(g)::text, '[]'), true)
+FROM (
+    SELECT p.proname::text AS function, a.grantee, a.is_grantable
+    FROM pg_catalog.pg_proc AS p
+    CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) AS a
+    WHERE p.pronamespace = 'chunked_map'::pg_catalog.regnamespace
+      AND p.proname IN ('chunked_records', 'chunked_read', 'chunked_poll')
+      AND a.privilege_type = 'EXECUTE'
+      AND a.grantee <> p.proowner
+) AS g;
 
 DROP FUNCTION chunked_map.chunked_records(text, text);
 DROP FUNCTION chunked_map.chunked_read(text, bigint, integer);
@@ -99,7 +108,11 @@ DO $$
 DECLARE
     granted record;
 BEGIN
-    FOR granted IN SELECT g.function, g.grantee, g.is_grantable FROM chunked_map_0_5_0_grants AS g LOOP
+    FOR granted IN
+        SELECT g.function, g.grantee, g.is_grantable
+        FROM pg_catalog.jsonb_to_recordset(pg_catalog.current_setting('chunked_map_update.grants')::jsonb)
+             AS g(function text, grantee oid, is_grantable boolean)
+    LOOP
         EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION chunked_map.%s TO %s%s',
             CASE granted.function
                 WHEN 'chunked_records' THEN 'chunked_records(text, text)'
@@ -112,7 +125,6 @@ BEGIN
     END LOOP;
 END
 $$;
-DROP TABLE chunked_map_0_5_0_grants;
 
 -- (0.5) chunked_map.consumers reads through a function run as its owner (on a Citus cluster the
 -- view's queries on the workers would run as the caller). A role that may select from the view

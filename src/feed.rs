@@ -56,7 +56,7 @@ pub struct Delivered<'fcx> {
 /// can be under way (the feed lock, shared). Never on a Citus cluster, where no moves are
 /// recorded (see [`poll_by_positions`]).
 pub fn followed_from_its_start(session: &Session, map: MapName<'_>) -> bool {
-    if citus::tables_are_distributed(session) {
+    if citus::maps_are_distributed(session) {
         return false;
     }
     lock::lock_feed_for_start(map);

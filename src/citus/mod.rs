@@ -51,6 +51,16 @@ pub fn tables_are_distributed(session: &Session) -> bool {
     })
 }
 
+/// Whether the maps are distributed (`map_state` is), without asking whether every other storage
+/// table is too: for a start, which writes `map_state` alone (a cluster updated to 0.5 and not
+/// distributed again yet still starts maps).
+pub fn maps_are_distributed(session: &Session) -> bool {
+    is_loaded()
+        // SAFETY: a catalog lookup by name, which raises nothing when missing.
+        && unsafe { pg_sys::get_extension_oid(c"citus".as_ptr(), true) } != pg_sys::InvalidOid
+        && statements::is_distributed_table(session, statements::TABLES_ANCHOR)
+}
+
 /// Whether a wait for `map`'s lock must be polled from here (see [`lock_wait`]).
 pub fn waits_from_another_node(session: &Session, map: &str) -> bool {
     tables_are_distributed(session) && !statements::map_is_on_this_node(session, map)

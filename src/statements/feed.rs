@@ -252,8 +252,9 @@ statements! {
     /// share with records after the consumer's position (none, or one of an earlier
     /// incarnation: the map is read from its start), in random order so that, with more maps
     /// behind than one poll takes, none waits for ever; at most `$5`. One statement on every
-    /// worker at once (positions are colocated with the maps): its cost grows with the number of
-    /// maps the consumer follows, not with their records.
+    /// worker at once (positions are colocated with the maps): it reads every map's state (no
+    /// index covers the category, a part of the name), so its cost grows with the number of maps
+    /// in the database, not with their records.
     pub MAPS_BEHIND: Statement<(Text, Text, Int4, Int4, Int8), (NotNull<Text>,)> = write(concat!(
         "SELECT s.map
          FROM chunked_map.map_state AS s

@@ -38,6 +38,16 @@ impl CitusCluster {
 
     /// The same with `shared_preload_libraries` set to `libraries` on every node.
     pub fn start_preloading(database: &str, libraries: &str) -> CitusCluster {
+        CitusCluster::start_with(database, libraries, None)
+    }
+
+    /// The same with chunked_map created at an earlier `version` (its install script is
+    /// installed by scripts/install-extension.sh), to be updated by the test.
+    pub fn start_at_version(database: &str, version: &str) -> CitusCluster {
+        CitusCluster::start_with(database, "citus,chunked_map", Some(version))
+    }
+
+    fn start_with(database: &str, libraries: &str, version: Option<&str>) -> CitusCluster {
         assert!(
             citus_installed(),
             "Citus is not installed ({} is missing)",
@@ -76,8 +86,12 @@ impl CitusCluster {
                 )
                 .expect("add worker");
         }
+        let create = match version {
+            Some(version) => format!("CREATE EXTENSION chunked_map VERSION '{version}'"),
+            None => "CREATE EXTENSION chunked_map".to_owned(),
+        };
         client
-            .batch_execute("CREATE EXTENSION chunked_map")
+            .batch_execute(&create)
             .expect("create extension chunked_map");
         CitusCluster {
             coordinator,

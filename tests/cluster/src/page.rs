@@ -95,3 +95,55 @@ pub fn mask_times(text: &str) -> String {
     masked.push_str(rest);
     masked
 }
+
+// ---- Pages of the upgrade fixtures (tests/fixtures/chunked_map-VERSION-pages.json) ----
+
+/// Every page of the fixture, read again, as (map, token, text).
+pub fn fixture_pages_now(client: &mut Client, pages: &[Value]) -> Vec<(String, String, String)> {
+    pages
+        .iter()
+        .map(|page| {
+            let (map, token) = (
+                page["map"].as_str().unwrap(),
+                page["token"].as_str().unwrap(),
+            );
+            let text: String = client
+                .query_one(
+                    "SELECT chunked_map.chunked_page($1, $2)::text",
+                    &[&map, &token],
+                )
+                .unwrap_or_else(|e| panic!("page {token} of {map}: {e}"))
+                .get(0);
+            (map.to_owned(), token.to_owned(), text)
+        })
+        .collect()
+}
+
+/// Every page of the fixture as the current version serves it: byte for byte what the old
+/// version served, but for what 0.5 adds to each record, `"at": null, "id": null` (a record
+/// appended before 0.5 has no known time and no id), in jsonb's order of keys. Made by the
+/// server from the old text, so that the comparison is of exact texts.
+pub fn fixture_pages_then(client: &mut Client, pages: &[Value]) -> Vec<(String, String, String)> {
+    pages
+        .iter()
+        .map(|page| {
+            let old = page["page"].as_str().unwrap();
+            let served: String = client
+                .query_one(
+                    "SELECT jsonb_set($1::text::jsonb, '{records}', coalesce(
+                         (SELECT jsonb_agg(r.record || '{\"at\": null, \"id\": null}' ORDER BY r.i)
+                          FROM jsonb_array_elements($1::text::jsonb -> 'records')
+                               WITH ORDINALITY AS r(record, i)),
+                         '[]'))::text",
+                    &[&old],
+                )
+                .unwrap()
+                .get(0);
+            (
+                page["map"].as_str().unwrap().to_owned(),
+                page["token"].as_str().unwrap().to_owned(),
+                served,
+            )
+        })
+        .collect()
+}

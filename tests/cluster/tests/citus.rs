@@ -14,7 +14,9 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
 use chunked_map_cluster_tests::citus::CitusCluster;
-use chunked_map_cluster_tests::page::{all_pages_text, all_seqs, without_time};
+use chunked_map_cluster_tests::page::{
+    all_pages_text, all_seqs, fixture_pages_now, fixture_pages_then, without_time,
+};
 use chunked_map_cluster_tests::{
     announced, assert_error, notifications_delivered as delivered, notify_channel, query_json,
     Client,
@@ -1459,9 +1461,29 @@ fn a_poll_while_a_worker_is_stopped_fails_naming_it_and_the_feed_goes_on_once_it
     coordinator
         .batch_execute(
             "SELECT chunked_map.chunked_start('job-gone');
-             BEGIN; SELECT chunked_map.chunked_drop('job-gone'); COMMIT;",
+             SELECT chunked_map.chunked_register('job-gone', '{}');",
         )
         .unwrap();
+    assert_eq!(
+        poll_and_commit(&mut coordinator, "runner", 0, 1)
+            .expect("a poll")
+            .len(),
+        1
+    );
+    coordinator
+        .batch_execute("BEGIN; SELECT chunked_map.chunked_drop('job-gone'); COMMIT;")
+        .unwrap();
+    let gone: (i64, i64) = {
+        let row = coordinator
+            .query_one(
+                "SELECT (SELECT count(*) FROM chunked_map.map_state WHERE map = 'job-gone'),
+                        (SELECT count(*) FROM chunked_map.consumer_position WHERE map = 'job-gone')",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!(gone, (0, 0), "the map and its position are gone");
     // the group grows from 1 to 2 and then to 3 members: nothing again, nothing skipped
     let more = |client: &mut Client, round: i32| {
         for map in &maps {
@@ -1536,4 +1558,147 @@ fn a_poll_while_a_worker_is_stopped_fails_naming_it_and_the_feed_goes_on_once_it
     }
     again.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
     assert_delivered_once_in_order("runner", &again, &everything);
+}
+
+#[test]
+#[ignore = "needs Citus: scripts/test-citus.sh"]
+fn a_distributed_database_of_0_4_1_updates_and_distributes_what_0_5_added() {
+    // a database of 0.4.1, distributed as 0.4.1's chunked_distribute() did (its three storage
+    // tables by map, colocated), holding the maps of the 0.3.0 fixture: made here with SQL,
+    // since this build's library serves 0.5.0's SQL objects only
+    let citus = CitusCluster::start_at_version("update", "0.3.0");
+    let fixtures = chunked_map_cluster_tests::repo_root().join("tests/fixtures");
+    citus.coordinator.run(
+        &chunked_map_cluster_tests::pg_bin("psql"),
+        &[
+            "-X",
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-d",
+            &citus.database,
+            "-f",
+            fixtures
+                .join("chunked_map-0.3.0-data.sql")
+                .to_str()
+                .unwrap(),
+        ],
+    );
+    let pages: Vec<serde_json::Value> = serde_json::from_str(
+        &std::fs::read_to_string(fixtures.join("chunked_map-0.3.0-pages.json")).unwrap(),
+    )
+    .unwrap();
+    let mut coordinator = citus.coordinator();
+    coordinator
+        .batch_execute(
+            "ALTER EXTENSION chunked_map UPDATE TO '0.4.1';
+             SET citus.enable_unsafe_triggers = on;
+             SET citus.shard_replication_factor = 1;
+             SELECT create_distributed_table('chunked_map.map_state', 'map', colocate_with => 'none');
+             SELECT create_distributed_table(t, 'map', colocate_with => 'chunked_map.map_state')
+             FROM unnest(ARRAY['chunked_map.current_record', 'chunked_map.archived_chunk']::regclass[]) AS t;
+             SELECT truncate_local_data_after_distributing_table(t)
+             FROM unnest(ARRAY['chunked_map.map_state', 'chunked_map.current_record',
+                               'chunked_map.archived_chunk']::regclass[]) AS t;
+             RESET citus.enable_unsafe_triggers;",
+        )
+        .unwrap();
+
+    // the package of 0.5.0 on every node, then the update on the coordinator
+    coordinator
+        .batch_execute("ALTER EXTENSION chunked_map UPDATE")
+        .unwrap();
+    for worker in 0..2 {
+        let version: String = citus
+            .worker(worker)
+            .query_one(
+                "SELECT extversion FROM pg_extension WHERE extname = 'chunked_map'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(
+            version, "0.5.0",
+            "Citus carries the update to worker {worker}"
+        );
+    }
+    // the tables 0.5 added are on the coordinator alone until distributed: what uses them says so
+    assert_error(
+        coordinator.query(
+            "SELECT * FROM chunked_map.chunked_register_once('subs', '{}', 'too-early')",
+            &[],
+        ),
+        "55000",
+        "chunked_map's storage table chunked_map.record_id is not distributed, while the others are",
+    );
+    // a start, which writes the maps' state alone, goes on meanwhile
+    let started: bool = coordinator
+        .query_one("SELECT chunked_map.chunked_start('started-between')", &[])
+        .unwrap()
+        .get(0);
+    assert!(started);
+    distribute(&mut coordinator);
+    let distributed: Vec<String> = coordinator
+        .query(
+            "SELECT logicalrelid::regclass::text FROM pg_dist_partition
+             WHERE logicalrelid::regclass::text IN ('chunked_map.record_id', 'chunked_map.consumer_position')
+             ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(
+        distributed,
+        ["chunked_map.consumer_position", "chunked_map.record_id"]
+    );
+    // every page byte for byte what 0.3.0 served, but for 0.5's "at": null, "id": null, through
+    // the coordinator and both workers; every map consistent
+    let expected = fixture_pages_then(&mut coordinator, &pages);
+    assert_eq!(fixture_pages_now(&mut coordinator, &pages), expected);
+    for worker in 0..2 {
+        assert_eq!(
+            fixture_pages_now(&mut citus.worker(worker), &pages),
+            expected
+        );
+    }
+    let maps: Vec<String> = coordinator
+        .query("SELECT map FROM chunked_map.map_state ORDER BY map", &[])
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert!(maps.len() >= 5, "{maps:?}");
+    for map in &maps {
+        let report = query_json(&mut coordinator, "chunked_map.chunked_verify($1)", &[map]);
+        assert_eq!(report["consistent"], true, "{map}: {report}");
+    }
+    // 0.5 on the updated cluster: an id remembered on the map's node, whichever node is asked
+    let once = |client: &mut Client| -> (i64, bool) {
+        let row = client
+            .query_one(
+                "SELECT seq, duplicate FROM chunked_map.chunked_register_once('subs', '{\"x\": 1}', 'the-id')",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!(once(&mut coordinator), (24, false));
+    assert_eq!(once(&mut citus.worker(1)), (24, true));
+    // and the feed, through the coordinator, from the start of every map
+    coordinator
+        .batch_execute("SELECT chunked_map.chunked_subscribe('after-update')")
+        .unwrap();
+    let mut delivered = Vec::new();
+    loop {
+        let batch = poll_and_commit(&mut coordinator, "after-update", 0, 1).expect("a poll");
+        if batch.is_empty() {
+            break;
+        }
+        delivered.extend(batch);
+    }
+    delivered.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    let stored = stored_records(&mut coordinator, &maps);
+    assert_delivered_once_in_order("after-update", &delivered, &stored);
 }

@@ -4,7 +4,7 @@
 //! on where it left off, and the upgraded catalog is exactly that of a fresh install (so the
 //! upgrade scripts miss nothing).
 
-use chunked_map_cluster_tests::page::all_seqs;
+use chunked_map_cluster_tests::page::{all_seqs, fixture_pages_now, fixture_pages_then};
 use chunked_map_cluster_tests::{
     announced, assert_error, extension_version, listen_to, notifications_delivered, pg_bin,
     query_json, repo_root, Client, Cluster,
@@ -103,56 +103,6 @@ fn released_database(cluster: &Cluster, database: &str, version: &str) -> (Clien
     (client, pages)
 }
 
-/// Every page of the fixture, read again, as (map, token, text).
-fn pages_now(client: &mut Client, pages: &[Value]) -> Vec<(String, String, String)> {
-    pages
-        .iter()
-        .map(|page| {
-            let (map, token) = (
-                page["map"].as_str().unwrap(),
-                page["token"].as_str().unwrap(),
-            );
-            let text: String = client
-                .query_one(
-                    "SELECT chunked_map.chunked_page($1, $2)::text",
-                    &[&map, &token],
-                )
-                .unwrap_or_else(|e| panic!("page {token} of {map}: {e}"))
-                .get(0);
-            (map.to_owned(), token.to_owned(), text)
-        })
-        .collect()
-}
-
-/// Every page of the fixture as the current version serves it: byte for byte what the old
-/// version served, but for what 0.5 adds to each record, `"at": null, "id": null` (a record
-/// appended before 0.5 has no known time and no id), in jsonb's order of keys. Made by the
-/// server from the old text, so that the comparison is of exact texts.
-fn pages_then(client: &mut Client, pages: &[Value]) -> Vec<(String, String, String)> {
-    pages
-        .iter()
-        .map(|page| {
-            let old = page["page"].as_str().unwrap();
-            let served: String = client
-                .query_one(
-                    "SELECT jsonb_set($1::text::jsonb, '{records}', coalesce(
-                         (SELECT jsonb_agg(r.record || '{\"at\": null, \"id\": null}' ORDER BY r.i)
-                          FROM jsonb_array_elements($1::text::jsonb -> 'records')
-                               WITH ORDINALITY AS r(record, i)),
-                         '[]'))::text",
-                    &[&old],
-                )
-                .unwrap()
-                .get(0);
-            (
-                page["map"].as_str().unwrap().to_owned(),
-                page["token"].as_str().unwrap().to_owned(),
-                served,
-            )
-        })
-        .collect()
-}
-
 fn consistent(client: &mut Client) {
     let maps: Vec<String> = client
         .query("SELECT map FROM chunked_map.map_state", &[])
@@ -191,8 +141,8 @@ fn a_database_of_0_2_0_upgrades_with_every_page_kept_and_matches_a_fresh_install
         .unwrap();
 
     assert_eq!(
-        pages_now(&mut upgraded, &pages),
-        pages_then(&mut upgraded, &pages),
+        fixture_pages_now(&mut upgraded, &pages),
+        fixture_pages_then(&mut upgraded, &pages),
         "every page byte-identical"
     );
     let mut fresh = cluster.database("fresh");
@@ -258,8 +208,8 @@ fn a_database_of_0_2_0_upgrades_with_every_page_kept_and_matches_a_fresh_install
         .cloned()
         .collect();
     assert_eq!(
-        pages_now(&mut upgraded, &archived),
-        pages_then(&mut upgraded, &archived)
+        fixture_pages_now(&mut upgraded, &archived),
+        fixture_pages_then(&mut upgraded, &archived)
     );
 
     // the history triggers now refuse INSERT too
@@ -288,8 +238,8 @@ fn a_database_of_0_1_0_upgrades_through_0_2_0_with_every_page_kept() {
         .batch_execute("ALTER EXTENSION chunked_map UPDATE")
         .unwrap();
     assert_eq!(
-        pages_now(&mut upgraded, &pages),
-        pages_then(&mut upgraded, &pages),
+        fixture_pages_now(&mut upgraded, &pages),
+        fixture_pages_then(&mut upgraded, &pages),
         "every page byte-identical"
     );
     let mut fresh = cluster.database("fresh");
@@ -315,8 +265,8 @@ fn a_database_of_0_3_0_upgrades_with_every_page_kept_and_matches_a_fresh_install
         )
         .unwrap();
     assert_eq!(
-        pages_now(&mut upgraded, &pages),
-        pages_then(&mut upgraded, &pages),
+        fixture_pages_now(&mut upgraded, &pages),
+        fixture_pages_then(&mut upgraded, &pages),
         "every page byte-identical"
     );
     let mut fresh = cluster.database("fresh");
@@ -383,7 +333,7 @@ fn a_database_of_0_3_0_upgrades_with_every_page_kept_and_matches_a_fresh_install
         .cloned()
         .collect();
     assert_eq!(
-        pages_now(&mut upgraded, &archived),
-        pages_then(&mut upgraded, &archived)
+        fixture_pages_now(&mut upgraded, &archived),
+        fixture_pages_then(&mut upgraded, &archived)
     );
 }

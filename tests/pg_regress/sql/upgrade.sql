@@ -61,3 +61,26 @@ INSERT INTO chunked_map.current_record VALUES ('subs', 999, '{}');
 RESET ROLE;
 DROP OWNED BY chunked_map_upgrade_intruder;
 DROP ROLE chunked_map_upgrade_intruder;
+
+-- (0.5) the grants of what the update makes anew or adds, from a database of 0.4.1: a role that
+-- could select from chunked_map.consumers may call chunked_consumers() behind it (PUBLIC may
+-- not); one granted chunked_poll with the grant option keeps both
+SET client_min_messages = warning;
+DROP EXTENSION chunked_map CASCADE;
+RESET client_min_messages;
+CREATE EXTENSION chunked_map VERSION '0.4.1';
+CREATE ROLE chunked_map_upgrade_watcher;
+GRANT USAGE ON SCHEMA chunked_map TO chunked_map_upgrade_watcher;
+GRANT SELECT ON chunked_map.consumers TO chunked_map_upgrade_watcher;
+GRANT EXECUTE ON FUNCTION chunked_map.chunked_poll(text, integer, integer, integer)
+    TO chunked_map_upgrade_watcher WITH GRANT OPTION;
+ALTER EXTENSION chunked_map UPDATE;
+SELECT has_function_privilege('chunked_map_upgrade_watcher', 'chunked_map.chunked_consumers()', 'EXECUTE') AS consumers_callable,
+       has_function_privilege('chunked_map_upgrade_watcher', 'chunked_map.chunked_poll(text, integer, integer, integer)', 'EXECUTE WITH GRANT OPTION') AS poll_grantable,
+       has_function_privilege('public', 'chunked_map.chunked_consumers()', 'EXECUTE') AS public_callable;
+SELECT chunked_subscribe('watched');
+SET ROLE chunked_map_upgrade_watcher;
+SELECT consumer, category, maps_behind, records_behind FROM chunked_map.consumers;
+RESET ROLE;
+DROP OWNED BY chunked_map_upgrade_watcher;
+DROP ROLE chunked_map_upgrade_watcher;
