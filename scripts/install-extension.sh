@@ -18,7 +18,7 @@ log "cargo pgrx install $*"
 cargo pgrx install --pg-config "$PG_CONFIG" "${sudo_flag[@]}" "$@"
 
 extension_dir="$("$PG_CONFIG" --sharedir)/extension"
-for script in sql/chunked_map--*.sql; do
+for script in sql/chunked_map--*.sql sql/message_store/chunked_map_message_store*; do
     [ -e "$script" ] || continue
     as_root install -m 644 "$script" "$extension_dir/"
 done

@@ -48,7 +48,7 @@ extension_dir="$staging$("$PG_CONFIG" --sharedir)/extension"
 library_dir="$staging$("$PG_CONFIG" --pkglibdir)"
 test -f "$library_dir/chunked_map.so"
 test -f "$extension_dir/chunked_map--$version.sql"
-install -m 644 sql/chunked_map--*.sql "$extension_dir/"
+install -m 644 sql/chunked_map--*.sql sql/message_store/chunked_map_message_store* "$extension_dir/"
 strip --strip-unneeded "$library_dir/chunked_map.so"
 chmod 644 "$library_dir/chunked_map.so" "$extension_dir"/*
 

@@ -108,6 +108,13 @@ RETURNS void
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_set_id_window_wrapper';
 
+-- (0.5) The transaction id assigned next, read now (not from a snapshot): the order key of the
+-- message store's writes (chunked_map_message_store). Owner-only, like every function.
+CREATE FUNCTION chunked_map.chunked_next_transaction_id()
+RETURNS bigint
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_next_transaction_id_wrapper';
+
 CREATE FUNCTION chunked_map.chunked_subscribe(consumer text, category text DEFAULT NULL, from_start boolean DEFAULT true)
 RETURNS boolean
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE

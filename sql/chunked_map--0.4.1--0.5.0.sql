@@ -198,3 +198,11 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- (0.5) The transaction id assigned next, read now (not from a snapshot): the order key of the
+-- message store's writes (chunked_map_message_store). Owner-only, like every function.
+CREATE FUNCTION chunked_map.chunked_next_transaction_id()
+RETURNS bigint
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_next_transaction_id_wrapper';
+REVOKE EXECUTE ON FUNCTION chunked_map.chunked_next_transaction_id() FROM PUBLIC;

@@ -334,6 +334,26 @@ sql_function!(
     }
 );
 
+// (0.5) The transaction id PostgreSQL assigns next, read now from the shared counter rather than
+// from a snapshot: the order key of a write to the message store (`chunked_map_message_store`;
+// docs/message-db.md says why it must be read after the writer's mark and its own id).
+sql_function!(
+    pg_finfo_chunked_next_transaction_id_wrapper,
+    chunked_next_transaction_id_wrapper,
+    |call| {
+        // SAFETY: takes XidGenLock shared for the read; called in a transaction, as every SQL
+        // function is.
+        let next = unsafe { pgrx::pg_sys::ReadNextFullTransactionId() };
+        let next = i64::try_from(next.value).unwrap_or_else(|_| {
+            crate::error::ChunkedError::Internal {
+                context: format!("next transaction id {} is past bigint", next.value),
+            }
+            .raise()
+        });
+        call.returns_bigint(next)
+    }
+);
+
 /// A record as a row `(seq, payload, at, id)`.
 fn record_row(record: Record<'_>) -> [Option<pgrx::pg_sys::Datum>; 4] {
     [

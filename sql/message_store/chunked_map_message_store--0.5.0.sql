@@ -1,0 +1,732 @@
+-- chunked_map_message_store 0.5.0: message-db 1.3's interface (Eventide's message store) on
+-- chunked_map's storage (docs/message-db.md). A stream is a map of the same name; a message is a
+-- record of it, its payload {"type", "data", "metadata"} (a key left out where the value is SQL
+-- NULL), its id the record's id, its time the record's; a stream's position is the record's
+-- sequence - 1. message_index keeps, per message, what reads by category and the summary views
+-- need, and its global position once it is given (below).
+--
+-- The functions, types and views that make the interface follow message-db 1.3's (MIT License,
+-- Copyright (c) The Eventide Project): the same names, arguments, defaults, result types and
+-- error messages; the pure functions (hash_64, category, id, cardinal_id, is_category) compute
+-- what message-db's do, so a mixed fleet agrees on categories and consumer groups.
+--
+-- Global positions. message-db takes pg_advisory_xact_lock(hash_64(category)) in every write,
+-- so every writer of a category waits for every other until it commits. Here writers never wait
+-- for each other (but for writers of the same stream); a message is given its global position
+-- after its commit, by the reads (number_messages), in an order no later commit can overtake:
+-- every write marks its transaction (a shared advisory lock, which never waits) and records an
+-- order key, the transaction id PostgreSQL assigns next, read after the mark and after its own
+-- id; a read gives positions, in key order, to the messages whose key is below the least of
+-- that next id and the id of every transaction holding the mark. Such a message committed before
+-- the read looked, and no message can ever get a key below it: numbering the same messages again
+-- (a read that rolled back) gives them the same positions. See docs/message-db.md.
+\echo Use "CREATE EXTENSION chunked_map_message_store" to load this file. \quit
+
+-- The role message-db's clients connect as (as message-db's installer makes it); kept if there.
+DO $$
+BEGIN
+    CREATE ROLE message_store WITH LOGIN;
+EXCEPTION WHEN duplicate_object THEN
+    NULL;
+END
+$$;
+
+CREATE TYPE message_store.message AS (
+    id varchar,
+    stream_name varchar,
+    type varchar,
+    position bigint,
+    global_position bigint,
+    data varchar,
+    metadata varchar,
+    time timestamp
+);
+
+-- Per message: where it is (its stream and position), what reads by category filter on, its
+-- id (unique, as in message-db: the index keeps message-db's name, and so its error), its
+-- order key (the writer's, see above) and its global position, NULL until given.
+CREATE TABLE message_store.message_index (
+    stream_name          text   COLLATE "C" NOT NULL,
+    position             bigint NOT NULL,
+    type                 text   NOT NULL,
+    correlation_category text   COLLATE "C",
+    id                   uuid   NOT NULL,
+    writer               xid8   NOT NULL,
+    global_position      bigint,
+    CONSTRAINT messages_stream PRIMARY KEY (stream_name, position)
+);
+CREATE UNIQUE INDEX messages_id ON message_store.message_index (id);
+CREATE UNIQUE INDEX messages_global_position ON message_store.message_index (global_position);
+CREATE INDEX messages_category ON message_store.message_index
+    (pg_catalog.split_part(stream_name, '-', 1), global_position);
+CREATE INDEX messages_unnumbered ON message_store.message_index (writer) WHERE global_position IS NULL;
+
+-- The last global position given (one row; its lock keeps numberings one at a time).
+CREATE TABLE message_store.numbering (
+    numbered bigint NOT NULL
+);
+INSERT INTO message_store.numbering (numbered) VALUES (0);
+
+SELECT pg_catalog.pg_extension_config_dump('message_store.message_index', '');
+SELECT pg_catalog.pg_extension_config_dump('message_store.numbering', '');
+
+-- ---- message-db's pure functions: the same results, NULL included ----
+
+CREATE FUNCTION message_store.hash_64(value varchar)
+RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN pg_catalog.left('x' || pg_catalog.md5(value), 17)::bit(64)::bigint;
+
+CREATE FUNCTION message_store.category(stream_name varchar)
+RETURNS varchar
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN pg_catalog.split_part(stream_name, '-', 1);
+
+-- (message-db's is_category answers true for NULL)
+CREATE FUNCTION message_store.is_category(stream_name varchar)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN NOT coalesce(pg_catalog.strpos(stream_name, '-') <> 0, false);
+
+CREATE FUNCTION message_store.id(stream_name varchar)
+RETURNS varchar
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN pg_catalog.strpos(stream_name, '-') = 0 THEN NULL
+            ELSE pg_catalog.substr(stream_name, pg_catalog.strpos(stream_name, '-') + 1) END;
+
+CREATE FUNCTION message_store.cardinal_id(stream_name varchar)
+RETURNS varchar
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN pg_catalog.split_part(message_store.id(stream_name), '+', 1);
+
+CREATE FUNCTION message_store.message_store_version()
+RETURNS varchar
+LANGUAGE sql VOLATILE
+RETURN '1.3.0';
+
+-- message-db's write lock of a category, for clients that take it themselves; write_message
+-- does not (writers of a category do not wait for each other here).
+CREATE FUNCTION message_store.acquire_lock(stream_name varchar)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    _category_name_hash bigint;
+BEGIN
+    _category_name_hash := message_store.hash_64(message_store.category(acquire_lock.stream_name));
+    PERFORM pg_catalog.pg_advisory_xact_lock(_category_name_hash);
+    RETURN _category_name_hash;
+END;
+$$;
+
+-- ---- what runs as the extension's owner (the maps are the owner's): granted to message_store,
+-- ---- never to PUBLIC ----
+
+-- A write, as write_message describes it.
+CREATE FUNCTION message_store.write_as_owner(id varchar, stream_name varchar, type varchar,
+                                             data jsonb, metadata jsonb, expected_version bigint)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+-- writers of one stream wait for each other, as message-db's writers of a category do (up to
+-- PostgreSQL's own lock_timeout), also for the stream's start
+SET chunked_map.lock_timeout = 2147483647
+AS $$
+DECLARE
+    _stream_version bigint;
+    _next_position bigint;
+    _message_id uuid;
+    _payload jsonb;
+    _seq bigint;
+    _duplicate boolean;
+BEGIN
+    -- the columns message-db's table requires (its errors)
+    IF write_as_owner.stream_name IS NULL OR write_as_owner.type IS NULL THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'not_null_violation',
+            MESSAGE = pg_catalog.format('null value in column "%s" of relation "messages" violates not-null constraint',
+                                        CASE WHEN write_as_owner.stream_name IS NULL THEN 'stream_name' ELSE 'type' END),
+            SCHEMA = 'message_store', TABLE = 'messages',
+            COLUMN = CASE WHEN write_as_owner.stream_name IS NULL THEN 'stream_name' ELSE 'type' END;
+    END IF;
+    -- the writers' mark: shared, it never waits for another writer; numbering looks for it
+    PERFORM pg_catalog.pg_advisory_xact_lock_shared(1836278882, 1);
+    -- the stream is a map, started by its first message; its writers wait for each other
+    IF NOT EXISTS (SELECT 1 FROM chunked_map.map_state AS s WHERE s.map = write_as_owner.stream_name) THEN
+        PERFORM chunked_map.chunked_start(write_as_owner.stream_name);
+    END IF;
+    PERFORM 1 FROM chunked_map.map_state AS s WHERE s.map = write_as_owner.stream_name FOR UPDATE;
+    _stream_version := coalesce((SELECT pg_catalog.max(i.position) FROM message_store.message_index AS i
+                                 WHERE i.stream_name = write_as_owner.stream_name), -1);
+    IF write_as_owner.expected_version IS NOT NULL
+       AND write_as_owner.expected_version <> _stream_version THEN
+        RAISE EXCEPTION
+            'Wrong expected version: % (Stream: %, Stream Version: %)',
+            write_as_owner.expected_version,
+            write_as_owner.stream_name,
+            _stream_version;
+    END IF;
+    _next_position := _stream_version + 1;
+    _message_id := write_as_owner.id::uuid;
+    _payload := pg_catalog.jsonb_build_object('type', write_as_owner.type)
+        || CASE WHEN write_as_owner.data IS NULL THEN '{}'::jsonb
+                ELSE pg_catalog.jsonb_build_object('data', write_as_owner.data) END
+        || CASE WHEN write_as_owner.metadata IS NULL THEN '{}'::jsonb
+                ELSE pg_catalog.jsonb_build_object('metadata', write_as_owner.metadata) END;
+    SELECT r.seq, r.duplicate INTO _seq, _duplicate
+    FROM chunked_map.chunked_register_once(write_as_owner.stream_name, _payload,
+                                           _message_id::text, _next_position) AS r;
+    IF _duplicate THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'unique_violation',
+            MESSAGE = 'duplicate key value violates unique constraint "messages_id"',
+            DETAIL = pg_catalog.format('Key (id)=(%s) already exists.', _message_id),
+            SCHEMA = 'message_store', TABLE = 'messages', CONSTRAINT = 'messages_id';
+    END IF;
+    INSERT INTO message_store.message_index
+        (stream_name, position, type, correlation_category, id, writer)
+    VALUES (write_as_owner.stream_name, _next_position, write_as_owner.type,
+            pg_catalog.split_part(write_as_owner.metadata ->> 'correlationStreamName', '-', 1),
+            _message_id,
+            -- the order key: read after the mark and after this transaction's id (the append)
+            chunked_map.chunked_next_transaction_id()::text::xid8);
+    RETURN _next_position;
+END;
+$$;
+
+-- Gives global positions to what can have them now (see the top of this file); how many. In
+-- READ COMMITTED only (each statement its own snapshot, taken after the writers were looked
+-- at); one numbering at a time (another one under way: nothing, at once).
+CREATE FUNCTION message_store.number_messages()
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    _numbered bigint;
+    _next bigint;
+    _horizon bigint;
+    _count bigint;
+BEGIN
+    IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+        RETURN 0;
+    END IF;
+    SELECT n.numbered INTO _numbered FROM message_store.numbering AS n FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    -- first the next id, then the writers: a writer that marks itself after this has a key at or
+    -- above it
+    _next := chunked_map.chunked_next_transaction_id();
+    WITH locks AS MATERIALIZED (
+        SELECT l.locktype, l.classid, l.objid, l.objsubid, l.transactionid, l.virtualtransaction,
+               l.mode, l.granted
+        FROM pg_catalog.pg_locks AS l
+    ), writers AS (
+        SELECT t.transactionid::text::bigint AS xid32
+        FROM locks AS m
+        JOIN locks AS t ON t.virtualtransaction = m.virtualtransaction
+                       AND t.locktype = 'transactionid' AND t.mode = 'ExclusiveLock' AND t.granted
+        WHERE m.locktype = 'advisory' AND m.classid = 1836278882 AND m.objid = 1
+          AND m.objsubid = 2 AND m.granted
+        UNION ALL
+        SELECT p.transaction::text::bigint FROM pg_catalog.pg_prepared_xacts AS p
+    )
+    -- a 32-bit id as the full id at or below the next one
+    SELECT pg_catalog.least(_next, pg_catalog.min(_next - (((_next % 4294967296) - w.xid32 + 4294967296) % 4294967296)))
+    INTO _horizon
+    FROM writers AS w;
+    WITH ranked AS (
+        SELECT i.stream_name, i.position,
+               _numbered + pg_catalog.row_number() OVER (ORDER BY i.writer, i.stream_name, i.position) AS global_position
+        FROM message_store.message_index AS i
+        WHERE i.global_position IS NULL AND i.writer < _horizon::text::xid8
+    )
+    UPDATE message_store.message_index AS i SET global_position = r.global_position
+    FROM ranked AS r
+    WHERE i.stream_name = r.stream_name AND i.position = r.position;
+    GET DIAGNOSTICS _count = ROW_COUNT;
+    IF _count > 0 THEN
+        UPDATE message_store.numbering SET numbered = _numbered + _count;
+    END IF;
+    RETURN _count;
+END;
+$$;
+
+-- The body of one message (data, metadata, time), or no row (a message whose record retention
+-- or a trim removed, or not a message of this store).
+CREATE FUNCTION message_store.message_body(stream_name text, "position" bigint)
+RETURNS TABLE (data jsonb, metadata jsonb, "time" timestamp)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM message_store.message_index AS i
+                   WHERE i.stream_name = message_body.stream_name AND i.position = message_body.position)
+       OR NOT EXISTS (SELECT 1 FROM chunked_map.map_state AS s WHERE s.map = message_body.stream_name) THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT r.payload -> 'data', r.payload -> 'metadata', (r.at AT TIME ZONE 'UTC')::timestamp
+    FROM chunked_map.chunked_read(message_body.stream_name, message_body.position, 1) AS r
+    WHERE r.seq = message_body.position + 1;
+END;
+$$;
+
+-- Messages of a stream from a position, at most batch_size (-1: all), in position order.
+CREATE FUNCTION message_store.stream_batch(stream_name varchar, "position" bigint, batch_size bigint)
+RETURNS SETOF message_store.message
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    _last bigint;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM chunked_map.map_state AS s WHERE s.map = stream_batch.stream_name) THEN
+        RETURN;
+    END IF;
+    _last := (SELECT pg_catalog.max(i.position) FROM message_store.message_index AS i
+              WHERE i.stream_name = stream_batch.stream_name);
+    IF stream_batch.batch_size <> -1 THEN
+        _last := pg_catalog.least(_last, stream_batch.position + stream_batch.batch_size - 1);
+    END IF;
+    RETURN QUERY
+    SELECT i.id::varchar, i.stream_name::varchar, i.type::varchar, i.position, i.global_position,
+           (r.payload -> 'data')::varchar, (r.payload -> 'metadata')::varchar,
+           (r.at AT TIME ZONE 'UTC')::timestamp
+    FROM pg_catalog.generate_series(pg_catalog.greatest(stream_batch.position, 0), _last, 10000) AS s(start)
+    CROSS JOIN LATERAL chunked_map.chunked_read(stream_batch.stream_name, s.start,
+                                                pg_catalog.least(10000, _last - s.start + 1)::integer) AS r
+    JOIN message_store.message_index AS i
+      ON i.stream_name = stream_batch.stream_name AND i.position = r.seq - 1
+    ORDER BY i.position;
+END;
+$$;
+
+-- Messages of a category from a global position, at most batch_size (-1: all), in global
+-- position order; correlation and consumer group as message-db filters them.
+CREATE FUNCTION message_store.category_batch(category varchar, "position" bigint, batch_size bigint,
+                                             correlation varchar, consumer_group_member bigint,
+                                             consumer_group_size bigint)
+RETURNS SETOF message_store.message
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH batch AS (
+        SELECT i.stream_name, i.position, i.type, i.id, i.global_position
+        FROM message_store.message_index AS i
+        WHERE pg_catalog.split_part(i.stream_name, '-', 1) = $1
+          AND i.global_position >= $2
+          AND ($4 IS NULL OR i.correlation_category = $4)
+          AND ($6 IS NULL OR pg_catalog.mod(@ message_store.hash_64(message_store.cardinal_id(i.stream_name)),
+                                            $6::smallint) = $5)
+        ORDER BY i.global_position
+        LIMIT CASE WHEN $3 = -1 THEN NULL ELSE $3 END
+    ), ranges AS (
+        SELECT b.stream_name, pg_catalog.min(b.position) AS first, pg_catalog.max(b.position) AS last
+        FROM batch AS b
+        GROUP BY b.stream_name
+    ), records AS (
+        SELECT g.stream_name, r.seq - 1 AS position, r.payload, r.at
+        FROM ranges AS g
+        CROSS JOIN LATERAL pg_catalog.generate_series(g.first, g.last, 10000) AS s(start)
+        CROSS JOIN LATERAL chunked_map.chunked_read(g.stream_name, s.start,
+                                                    pg_catalog.least(10000, g.last - s.start + 1)::integer) AS r
+    )
+    SELECT b.id::varchar, b.stream_name::varchar, b.type::varchar, b.position, b.global_position,
+           (r.payload -> 'data')::varchar, (r.payload -> 'metadata')::varchar,
+           (r.at AT TIME ZONE 'UTC')::timestamp
+    FROM batch AS b
+    JOIN records AS r ON r.stream_name = b.stream_name AND r.position = b.position
+    ORDER BY b.global_position
+$$;
+
+-- The newest message of a stream (of a type), or none.
+CREATE FUNCTION message_store.last_message(stream_name varchar, type varchar)
+RETURNS SETOF message_store.message
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    _position bigint;
+BEGIN
+    SELECT i.position INTO _position
+    FROM message_store.message_index AS i
+    WHERE i.stream_name = last_message.stream_name
+      AND (last_message.type IS NULL OR i.type = last_message.type)
+    ORDER BY i.position DESC
+    LIMIT 1;
+    IF _position IS NULL THEN
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT * FROM message_store.stream_batch(last_message.stream_name, _position, 1);
+END;
+$$;
+
+-- ---- message-db's relation and views ----
+
+-- Every message, as message-db's table has them (global_position NULL until given): for clients
+-- and reports that select from it. One body read per row: a report, not a hot path.
+CREATE VIEW message_store.messages AS
+SELECT i.global_position, i.position, b."time", i.stream_name, i.type, b.data, b.metadata, i.id
+FROM message_store.message_index AS i
+CROSS JOIN LATERAL message_store.message_body(i.stream_name, i.position) AS b;
+
+CREATE VIEW message_store.category_type_summary AS
+  WITH
+    type_count AS (
+      SELECT message_store.category(stream_name) AS category, type, COUNT(id) AS message_count
+      FROM message_store.message_index
+      GROUP BY category, type
+    ),
+    total_count AS (
+      SELECT COUNT(id)::decimal AS total_count FROM message_store.message_index
+    )
+  SELECT category, type, message_count,
+         ROUND((message_count / total_count)::decimal * 100, 2) AS percent
+  FROM type_count, total_count
+  ORDER BY category, type;
+
+CREATE VIEW message_store.stream_summary AS
+  WITH
+    stream_count AS (
+      SELECT stream_name, COUNT(id) AS message_count
+      FROM message_store.message_index
+      GROUP BY stream_name
+    ),
+    total_count AS (
+      SELECT COUNT(id)::decimal AS total_count FROM message_store.message_index
+    )
+  SELECT stream_name, message_count,
+         ROUND((message_count / total_count)::decimal * 100, 2) AS percent
+  FROM stream_count, total_count
+  ORDER BY stream_name;
+
+CREATE VIEW message_store.stream_type_summary AS
+  WITH
+    type_count AS (
+      SELECT stream_name, type, COUNT(id) AS message_count
+      FROM message_store.message_index
+      GROUP BY stream_name, type
+    ),
+    total_count AS (
+      SELECT COUNT(id)::decimal AS total_count FROM message_store.message_index
+    )
+  SELECT stream_name, type, message_count,
+         ROUND((message_count / total_count)::decimal * 100, 2) AS percent
+  FROM type_count, total_count
+  ORDER BY stream_name, type;
+
+CREATE VIEW message_store.type_category_summary AS
+  WITH
+    type_count AS (
+      SELECT type, message_store.category(stream_name) AS category, COUNT(id) AS message_count
+      FROM message_store.message_index
+      GROUP BY type, category
+    ),
+    total_count AS (
+      SELECT COUNT(id)::decimal AS total_count FROM message_store.message_index
+    )
+  SELECT type, category, message_count,
+         ROUND((message_count / total_count)::decimal * 100, 2) AS percent
+  FROM type_count, total_count
+  ORDER BY type, category;
+
+CREATE VIEW message_store.type_stream_summary AS
+  WITH
+    type_count AS (
+      SELECT type, stream_name, COUNT(id) AS message_count
+      FROM message_store.message_index
+      GROUP BY type, stream_name
+    ),
+    total_count AS (
+      SELECT COUNT(id)::decimal AS total_count FROM message_store.message_index
+    )
+  SELECT type, stream_name, message_count,
+         ROUND((message_count / total_count)::decimal * 100, 2) AS percent
+  FROM type_count, total_count
+  ORDER BY type, stream_name;
+
+CREATE VIEW message_store.type_summary AS
+  WITH
+    type_count AS (
+      SELECT type, COUNT(id) AS message_count
+      FROM message_store.message_index
+      GROUP BY type
+    ),
+    total_count AS (
+      SELECT COUNT(id)::decimal AS total_count FROM message_store.message_index
+    )
+  SELECT type, message_count,
+         ROUND((message_count / total_count)::decimal * 100, 2) AS percent
+  FROM type_count, total_count
+  ORDER BY type;
+
+-- ---- message-db's functions: as the caller (a condition is the caller's SQL) ----
+
+CREATE FUNCTION message_store.stream_version(stream_name varchar)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    _last message_store.message;
+BEGIN
+    SELECT * INTO _last FROM message_store.last_message(stream_version.stream_name, NULL);
+    RETURN _last.position;
+END;
+$$;
+
+CREATE FUNCTION message_store.write_message(
+  id varchar,
+  stream_name varchar,
+  "type" varchar,
+  data jsonb,
+  metadata jsonb DEFAULT NULL,
+  expected_version bigint DEFAULT NULL
+)
+RETURNS bigint
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+RETURN message_store.write_as_owner(id, stream_name, "type", data, metadata, expected_version);
+
+CREATE FUNCTION message_store.get_stream_messages(
+  stream_name varchar,
+  "position" bigint DEFAULT 0,
+  batch_size bigint DEFAULT 1000,
+  condition varchar DEFAULT NULL
+)
+RETURNS SETOF message_store.message
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  _command text;
+BEGIN
+  IF message_store.is_category(get_stream_messages.stream_name) THEN
+    RAISE EXCEPTION
+      'Must be a stream name: %',
+      get_stream_messages.stream_name;
+  END IF;
+
+  position := COALESCE(position, 0);
+  batch_size := COALESCE(batch_size, 1000);
+
+  PERFORM message_store.number_messages();
+
+  IF get_stream_messages.condition IS NULL THEN
+    RETURN QUERY SELECT * FROM message_store.stream_batch(get_stream_messages.stream_name,
+                                                          get_stream_messages.position,
+                                                          get_stream_messages.batch_size);
+    RETURN;
+  END IF;
+
+  IF current_setting('message_store.sql_condition', true) IS NULL OR
+      current_setting('message_store.sql_condition', true) = 'off' THEN
+    RAISE EXCEPTION
+      'Retrieval with SQL condition is not activated';
+  END IF;
+
+  _command := '
+    SELECT
+      id::varchar,
+      stream_name::varchar,
+      type::varchar,
+      position::bigint,
+      global_position::bigint,
+      data::varchar,
+      metadata::varchar,
+      time::timestamp
+    FROM
+      message_store.messages AS messages
+    WHERE
+      stream_name = $1 AND
+      position >= $2 AND
+      (%s)
+    ORDER BY
+      position ASC';
+  _command := format(_command, get_stream_messages.condition);
+  IF get_stream_messages.batch_size != -1 THEN
+    _command := _command || '
+      LIMIT
+        $3';
+  END IF;
+
+  RETURN QUERY EXECUTE _command USING
+    get_stream_messages.stream_name,
+    get_stream_messages.position,
+    get_stream_messages.batch_size;
+END;
+$$;
+
+CREATE FUNCTION message_store.get_category_messages(
+  category varchar,
+  "position" bigint DEFAULT 1,
+  batch_size bigint DEFAULT 1000,
+  correlation varchar DEFAULT NULL,
+  consumer_group_member bigint DEFAULT NULL,
+  consumer_group_size bigint DEFAULT NULL,
+  condition varchar DEFAULT NULL
+)
+RETURNS SETOF message_store.message
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  _command text;
+BEGIN
+  IF NOT message_store.is_category(get_category_messages.category) THEN
+    RAISE EXCEPTION
+      'Must be a category: %',
+      get_category_messages.category;
+  END IF;
+
+  position := COALESCE(position, 1);
+  batch_size := COALESCE(batch_size, 1000);
+
+  IF get_category_messages.correlation IS NOT NULL THEN
+    IF position('-' IN get_category_messages.correlation) > 0 THEN
+      RAISE EXCEPTION
+        'Correlation must be a category (Correlation: %)',
+        get_category_messages.correlation;
+    END IF;
+  END IF;
+
+  IF (get_category_messages.consumer_group_member IS NOT NULL AND
+      get_category_messages.consumer_group_size IS NULL) OR
+      (get_category_messages.consumer_group_member IS NULL AND
+      get_category_messages.consumer_group_size IS NOT NULL) THEN
+
+    RAISE EXCEPTION
+      'Consumer group member and size must be specified (Consumer Group Member: %, Consumer Group Size: %)',
+      get_category_messages.consumer_group_member,
+      get_category_messages.consumer_group_size;
+  END IF;
+
+  IF get_category_messages.consumer_group_member IS NOT NULL AND
+      get_category_messages.consumer_group_size IS NOT NULL THEN
+
+    IF get_category_messages.consumer_group_size < 1 THEN
+      RAISE EXCEPTION
+        'Consumer group size must not be less than 1 (Consumer Group Member: %, Consumer Group Size: %)',
+        get_category_messages.consumer_group_member,
+        get_category_messages.consumer_group_size;
+    END IF;
+
+    IF get_category_messages.consumer_group_member < 0 THEN
+      RAISE EXCEPTION
+        'Consumer group member must not be less than 0 (Consumer Group Member: %, Consumer Group Size: %)',
+        get_category_messages.consumer_group_member,
+        get_category_messages.consumer_group_size;
+    END IF;
+
+    IF get_category_messages.consumer_group_member >= get_category_messages.consumer_group_size THEN
+      RAISE EXCEPTION
+        'Consumer group member must be less than the group size (Consumer Group Member: %, Consumer Group Size: %)',
+        get_category_messages.consumer_group_member,
+        get_category_messages.consumer_group_size;
+    END IF;
+  END IF;
+
+  PERFORM message_store.number_messages();
+
+  IF get_category_messages.condition IS NULL THEN
+    RETURN QUERY SELECT * FROM message_store.category_batch(
+      get_category_messages.category,
+      get_category_messages.position,
+      get_category_messages.batch_size,
+      get_category_messages.correlation,
+      get_category_messages.consumer_group_member,
+      get_category_messages.consumer_group_size);
+    RETURN;
+  END IF;
+
+  IF current_setting('message_store.sql_condition', true) IS NULL OR
+      current_setting('message_store.sql_condition', true) = 'off' THEN
+    RAISE EXCEPTION
+      'Retrieval with SQL condition is not activated';
+  END IF;
+
+  _command := '
+    SELECT
+      id::varchar,
+      stream_name::varchar,
+      type::varchar,
+      position::bigint,
+      global_position::bigint,
+      data::varchar,
+      metadata::varchar,
+      time::timestamp
+    FROM
+      message_store.messages AS messages
+    WHERE
+      message_store.category(stream_name) = $1 AND
+      global_position >= $2';
+  IF get_category_messages.correlation IS NOT NULL THEN
+    _command := _command || ' AND
+      message_store.category(metadata->>''correlationStreamName'') = $4';
+  END IF;
+  IF get_category_messages.consumer_group_member IS NOT NULL THEN
+    _command := _command || ' AND
+      MOD(@message_store.hash_64(message_store.cardinal_id(stream_name)), $6) = $5';
+  END IF;
+  _command := _command || ' AND
+      (%s)';
+  _command := format(_command, get_category_messages.condition);
+  _command := _command || '
+    ORDER BY
+      global_position ASC';
+  IF get_category_messages.batch_size != -1 THEN
+    _command := _command || '
+      LIMIT
+        $3';
+  END IF;
+
+  RETURN QUERY EXECUTE _command USING
+    get_category_messages.category,
+    get_category_messages.position,
+    get_category_messages.batch_size,
+    get_category_messages.correlation,
+    get_category_messages.consumer_group_member,
+    get_category_messages.consumer_group_size::smallint;
+END;
+$$;
+
+CREATE FUNCTION message_store.get_last_stream_message(
+  stream_name varchar,
+  "type" varchar DEFAULT NULL
+)
+RETURNS SETOF message_store.message
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  PERFORM message_store.number_messages();
+  RETURN QUERY SELECT * FROM message_store.last_message(get_last_stream_message.stream_name,
+                                                        get_last_stream_message."type");
+END;
+$$;
+
+-- ---- privileges: message-db's, and nothing of the owner's to anyone else ----
+
+REVOKE ALL ON ALL TABLES IN SCHEMA message_store FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION
+    message_store.write_as_owner(varchar, varchar, varchar, jsonb, jsonb, bigint),
+    message_store.number_messages(),
+    message_store.message_body(text, bigint),
+    message_store.stream_batch(varchar, bigint, bigint),
+    message_store.category_batch(varchar, bigint, bigint, varchar, bigint, bigint),
+    message_store.last_message(varchar, varchar)
+FROM PUBLIC;
+GRANT USAGE ON SCHEMA message_store TO message_store;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA message_store TO message_store;
+GRANT SELECT ON
+    message_store.messages,
+    message_store.category_type_summary,
+    message_store.stream_summary,
+    message_store.stream_type_summary,
+    message_store.type_category_summary,
+    message_store.type_stream_summary,
+    message_store.type_summary
+TO message_store;
