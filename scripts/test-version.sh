@@ -38,7 +38,7 @@ targets=()
 for test in tests/cluster/tests/*.rs; do
     name=$(basename "$test" .rs)
     case "$name" in
-    clients | consumer) $with_clients || continue ;;
+    clients | consumer | message_db) $with_clients || continue ;;
     esac
     targets+=(--test "$name")
 done

@@ -1,0 +1,122 @@
+//! chunked_map_message_store side by side with message-db 1.3 itself (docs/message-db.md): the
+//! package from npm (`tests/message_db/package.json`, installed here by `npm ci`, never
+//! committed) installed by its own installer into one database, the extension into another, on
+//! the same throw-away server; the scenarios of message-db's test/ scripts
+//! (`tests/message_db/scenarios.sql`) run against both with psql, and the outputs compared line
+//! by line: positions, order, errors, consumer-group membership, reports. Ids are fixed by the
+//! scenarios; times and global positions are not printed as such (they may differ).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use chunked_map_cluster_tests::{pg_bin, pg_bin_dir, repo_root, Cluster, SUPERUSER};
+
+/// message-db's `database/` directory, from the npm package.
+fn message_db_database_dir() -> PathBuf {
+    let dir = repo_root().join("tests/message_db");
+    let output = Command::new("npm")
+        .args(["ci", "--silent", "--no-audit", "--no-fund"])
+        .current_dir(&dir)
+        .output()
+        .expect("npm ci");
+    assert!(
+        output.status.success(),
+        "npm ci in {} failed:\n{}",
+        dir.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    dir.join("node_modules/@eventide/message-db/database")
+}
+
+/// Everything psql prints for `file` against `database`, errors in their place.
+fn psql_transcript(cluster: &Cluster, database: &str, file: &Path) -> String {
+    let output = Command::new("bash")
+        .arg("-c")
+        .arg(r#""$0" -X -a -v ON_ERROR_STOP=0 -d "$1" -f "$2" 2>&1"#)
+        .arg(pg_bin("psql"))
+        .arg(database)
+        .arg(file)
+        .env("PGHOST", cluster.socket_dir())
+        .env("PGPORT", cluster.port().to_string())
+        .env("PGUSER", SUPERUSER)
+        .env("PGOPTIONS", "-c client_min_messages=warning")
+        .output()
+        .expect("psql");
+    assert!(output.status.success(), "psql {database}");
+    // psql names the file in each error line: the same file, the same line numbers
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn message_db_scenarios_print_the_same_on_chunked_map_as_on_message_db_1_3() {
+    let cluster = Cluster::start();
+    // message-db itself, as its installer makes it
+    let installer = message_db_database_dir();
+    let path = format!(
+        "{}:{}",
+        pg_bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let output = Command::new("bash")
+        .arg(installer.join("install.sh"))
+        .current_dir(&installer)
+        .env("DATABASE_NAME", "message_db")
+        .env("PGHOST", cluster.socket_dir())
+        .env("PGPORT", cluster.port().to_string())
+        .env("PGUSER", SUPERUSER)
+        .env("PATH", path)
+        .output()
+        .expect("message-db's install.sh");
+    assert!(
+        output.status.success(),
+        "message-db's install.sh failed:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // chunked_map's, in a database of its own
+    cluster
+        .database("chunked")
+        .batch_execute("CREATE EXTENSION chunked_map_message_store")
+        .expect("create extension chunked_map_message_store");
+
+    let scenarios = repo_root().join("tests/message_db/scenarios.sql");
+    let theirs = psql_transcript(&cluster, "message_db", &scenarios);
+    let ours = psql_transcript(&cluster, "chunked", &scenarios);
+    // both ran every scenario, errors included (a transcript of errors alone is no comparison)
+    for expected in [
+        "Wrong expected version: 1 (Stream: account-1, Stream Version: 2)",
+        "duplicate key value violates unique constraint \"messages_id\"",
+        "Consumer group member must be less than the group size",
+        "Retrieval with SQL condition is not activated",
+        "type_summary",
+    ] {
+        assert!(
+            theirs.contains(expected),
+            "message-db's transcript lacks {expected:?}:\n{theirs}"
+        );
+    }
+    let theirs_lines: Vec<&str> = theirs.lines().collect();
+    let ours_lines: Vec<&str> = ours.lines().collect();
+    let first_difference = theirs_lines
+        .iter()
+        .zip(&ours_lines)
+        .position(|(a, b)| a != b)
+        .or_else(|| {
+            (theirs_lines.len() != ours_lines.len())
+                .then(|| theirs_lines.len().min(ours_lines.len()))
+        });
+    if let Some(at) = first_difference {
+        let from = at.saturating_sub(8);
+        let show = |lines: &[&str]| lines[from..(at + 8).min(lines.len())].join("\n");
+        panic!(
+            "the transcripts differ at line {}:\n--- message-db 1.3\n{}\n--- chunked_map_message_store\n{}",
+            at + 1,
+            show(&theirs_lines),
+            show(&ours_lines)
+        );
+    }
+    eprintln!(
+        "{} lines of transcript, the same on both",
+        theirs_lines.len()
+    );
+}
