@@ -120,3 +120,50 @@ fn message_db_scenarios_print_the_same_on_chunked_map_as_on_message_db_1_3() {
         theirs_lines.len()
     );
 }
+
+#[test]
+fn message_db_py_from_pypi_works_unchanged_against_chunked_map() {
+    let cluster = Cluster::start();
+    cluster
+        .database("store")
+        .batch_execute(
+            "CREATE EXTENSION chunked_map_message_store;
+             -- as message-db's users set it: the client calls the functions unqualified
+             ALTER ROLE message_store IN DATABASE store SET search_path = message_store, public;",
+        )
+        .expect("create extension chunked_map_message_store");
+    let requirements = repo_root().join("tests/message_db/requirements.txt");
+    let python = chunked_map_cluster_tests::python_with("message-db-py", &requirements);
+    let output = Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "message-db-py==0.3.5",
+        ])
+        .output()
+        .expect("pip install message-db-py");
+    assert!(
+        output.status.success(),
+        "pip install message-db-py failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let url = format!(
+        "postgresql://message_store@127.0.0.1:{}/store",
+        cluster.port()
+    );
+    let output = Command::new(&python)
+        .arg(repo_root().join("tests/message_db/client_check.py"))
+        .arg(&url)
+        .output()
+        .expect("the client check");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("message-db-py: every check passed"),
+        "message-db-py against chunked_map_message_store:\n{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
