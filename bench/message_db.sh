@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# chunked_map_message_store side by side with message-db 1.3 (from npm, tests/message_db) on one
+# throw-away cluster, in the same run: write_message with 1 writer and with 8 writers on 8
+# streams of one category (message-db serializes them); get_category_messages of 1,000 from a
+# category of CATEGORY_SIZE among 10 categories; get_stream_messages of 1,000 at the end of a
+# stream of STREAM_SIZE. pgbench, medians of ROUNDS runs of SECONDS s. Prints a markdown table and
+# writes it to bench/results/message_db.md.
+# Usage: bench/message_db.sh [ROUNDS] [SECONDS] [CATEGORY_SIZE] [STREAM_SIZE]
+#        (default 3 rounds of 5 s, a category of 100000 (the issue's 1000000 takes ~10 times as
+#        long to fill), a stream of 100000)
+set -euo pipefail
+source "$(dirname "$0")/../scripts/lib.sh"
+cd "$REPO_ROOT"
+
+rounds=${1:-3}
+seconds=${2:-5}
+category_size=${3:-100000}
+stream_size=${4:-100000}
+scripts/prerequisites.sh >/dev/null
+scripts/install-extension.sh --release >/dev/null
+(cd tests/message_db && npm ci --silent --no-audit --no-fund)
+
+base=/tmp/chunked_map-message-db-bench-$$
+port=26600
+cleanup() {
+    scripts/pgcluster.sh stop "$base" >/dev/null 2>&1 || true
+    rm -rf "$base"
+}
+trap cleanup EXIT
+scripts/pgcluster.sh start "$base" "$port" -c max_connections=50 -c shared_buffers=512MB
+export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres
+sql() { # sql DATABASE STATEMENT...
+    local database=$1
+    shift
+    "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -d "$database" "$@"
+}
+log "message-db 1.3 (npm) into database message_db"
+(cd tests/message_db/node_modules/@eventide/message-db/database &&
+    PATH="$PGBIN:$PATH" DATABASE_NAME=message_db bash install.sh >/dev/null)
+log "chunked_map_message_store into database chunked"
+sql postgres -c "CREATE DATABASE chunked"
+sql chunked -c "CREATE EXTENSION chunked_map" -c "CREATE EXTENSION chunked_map_message_store"
+
+fill() { # fill DATABASE: 10 categories of category_size, one stream of stream_size
+    local database=$1
+    sql "$database" -c "SET search_path = message_store, public" -c "
+        SELECT count(message_store.write_message(gen_random_uuid()::varchar,
+                                                 'cat' || (n % 10) || '-' || (n % 10000),
+                                                 'Filled', jsonb_build_object('n', n)))
+        FROM generate_series(1, $category_size * 10) AS n" >/dev/null
+    sql "$database" -c "
+        SELECT count(message_store.write_message(gen_random_uuid()::varchar, 'long-1', 'Filled',
+                                                 jsonb_build_object('n', n)))
+        FROM generate_series(1, $stream_size) AS n" >/dev/null
+    sql "$database" -c "VACUUM ANALYZE" >/dev/null
+}
+for database in message_db chunked; do
+    log "filling $database: $((category_size * 10)) messages in 10 categories, and a stream of $stream_size"
+    start=$(date +%s)
+    fill "$database"
+    echo "$database filled in $(($(date +%s) - start)) s"
+done
+# give the global positions (chunked: a read does it; the first one numbers everything)
+sql chunked -c "SELECT count(*) FROM message_store.get_category_messages('cat3', 1, 1)" >/dev/null
+
+scripts_dir=$base/scripts
+mkdir -p "$scripts_dir"
+echo "SELECT message_store.write_message(gen_random_uuid()::varchar, 'one-' || :client_id, 'Written', '{\"n\": 1}');" >"$scripts_dir/write.sql"
+echo "SELECT message_store.write_message(gen_random_uuid()::varchar, 'hot-' || :client_id, 'Written', '{\"n\": 1}');" >"$scripts_dir/write_hot.sql"
+# a batch from a random global position of category cat3
+printf '%s\n' "\\set position random(1, $((category_size * 10 - 10000)))" \
+    "SELECT count(*) FROM message_store.get_category_messages('cat3', :position, 1000);" >"$scripts_dir/category.sql"
+echo "SELECT count(*) FROM message_store.get_stream_messages('long-1', $((stream_size - 1000)), 1000);" >"$scripts_dir/stream.sql"
+
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+run() { # run DATABASE CLIENTS SCRIPT: tps and latency (ms) medians over the rounds
+    local database=$1 clients=$2 script=$3 tps=() latency=()
+    for _ in $(seq "$rounds"); do
+        local out
+        out=$("$PGBIN/pgbench" -n -d "$database" -c "$clients" -j "$clients" -T "$seconds" \
+            -f "$scripts_dir/$script" 2>&1)
+        tps+=("$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out")")
+        latency+=("$(sed -n 's/^latency average = \([0-9.]*\) ms/\1/p' <<<"$out")")
+    done
+    echo "$(printf '%s\n' "${tps[@]}" | median) $(printf '%s\n' "${latency[@]}" | median)"
+}
+
+results=bench/results/message_db.md
+mkdir -p bench/results
+{
+    echo "#### message-db 1.3 vs chunked_map_message_store, one server, this machine ($(nproc) cores); pgbench, $rounds × $seconds s, medians"
+    echo
+    echo "Filled: $((category_size * 10)) messages in 10 categories (a category of $category_size), a stream of $stream_size."
+    echo
+    echo "| figure | clients | message-db /s | chunked_map /s | chunked ÷ message-db | message-db ms | chunked_map ms |"
+    echo "|---|---|---|---|---|---|---|"
+} | tee "$results"
+figure() { # figure LABEL CLIENTS SCRIPT
+    local theirs ours
+    read -r theirs_tps theirs_ms <<<"$(run message_db "$2" "$3")"
+    read -r ours_tps ours_ms <<<"$(run chunked "$2" "$3")"
+    local ratio
+    ratio=$(awk -v a="$ours_tps" -v b="$theirs_tps" 'BEGIN { printf "%.2f", a / b }')
+    echo "| $1 | $2 | $(printf '%.0f' "$theirs_tps") | $(printf '%.0f' "$ours_tps") | $ratio | $theirs_ms | $ours_ms |" | tee -a "$results"
+}
+figure "write_message, each client its own stream" 1 write.sql
+figure "write_message, 8 streams of one category" 8 write_hot.sql
+figure "get_category_messages, 1,000 from a random position" 1 category.sql
+figure "get_stream_messages, the last 1,000 of the stream" 1 stream.sql
+echo
+echo "written to $results"
