@@ -234,7 +234,7 @@ BEGIN
         SELECT p.transaction::text::bigint FROM pg_catalog.pg_prepared_xacts AS p
     )
     -- a 32-bit id as the full id at or below the next one
-    SELECT pg_catalog.least(_next, pg_catalog.min(_next - (((_next % 4294967296) - w.xid32 + 4294967296) % 4294967296)))
+    SELECT LEAST(_next, pg_catalog.min(_next - (((_next % 4294967296) - w.xid32 + 4294967296) % 4294967296)))
     INTO _horizon
     FROM writers AS w;
     WITH ranked AS (
@@ -289,15 +289,15 @@ BEGIN
     _last := (SELECT pg_catalog.max(i.position) FROM message_store.message_index AS i
               WHERE i.stream_name = stream_batch.stream_name);
     IF stream_batch.batch_size <> -1 THEN
-        _last := pg_catalog.least(_last, stream_batch.position + stream_batch.batch_size - 1);
+        _last := LEAST(_last, stream_batch.position + stream_batch.batch_size - 1);
     END IF;
     RETURN QUERY
     SELECT i.id::varchar, i.stream_name::varchar, i.type::varchar, i.position, i.global_position,
            (r.payload -> 'data')::varchar, (r.payload -> 'metadata')::varchar,
            (r.at AT TIME ZONE 'UTC')::timestamp
-    FROM pg_catalog.generate_series(pg_catalog.greatest(stream_batch.position, 0), _last, 10000) AS s(start)
+    FROM pg_catalog.generate_series(GREATEST(stream_batch.position, 0), _last, 10000) AS s(start)
     CROSS JOIN LATERAL chunked_map.chunked_read(stream_batch.stream_name, s.start,
-                                                pg_catalog.least(10000, _last - s.start + 1)::integer) AS r
+                                                LEAST(10000, _last - s.start + 1)::integer) AS r
     JOIN message_store.message_index AS i
       ON i.stream_name = stream_batch.stream_name AND i.position = r.seq - 1
     ORDER BY i.position;
@@ -332,7 +332,7 @@ AS $$
         FROM ranges AS g
         CROSS JOIN LATERAL pg_catalog.generate_series(g.first, g.last, 10000) AS s(start)
         CROSS JOIN LATERAL chunked_map.chunked_read(g.stream_name, s.start,
-                                                    pg_catalog.least(10000, g.last - s.start + 1)::integer) AS r
+                                                    LEAST(10000, g.last - s.start + 1)::integer) AS r
     )
     SELECT b.id::varchar, b.stream_name::varchar, b.type::varchar, b.position, b.global_position,
            (r.payload -> 'data')::varchar, (r.payload -> 'metadata')::varchar,
