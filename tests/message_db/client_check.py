@@ -5,7 +5,7 @@ Usage: python client_check.py postgresql://message_store@HOST:PORT/DATABASE"""
 
 import sys
 
-from message_db import MessageDB
+from message_db.client import MessageDB
 
 
 def check(label, condition, detail=""):
