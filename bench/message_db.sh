@@ -37,21 +37,33 @@ sql() { # sql DATABASE STATEMENT...
 log "message-db 1.3 (npm) into database message_db"
 (cd tests/message_db/node_modules/@eventide/message-db/database &&
     PATH="$PGBIN:$PATH" DATABASE_NAME=message_db bash install.sh >/dev/null)
+# message-db's functions call each other unqualified: its users put the schema on the path
+sql postgres -c "ALTER DATABASE message_db SET search_path = message_store, public"
 log "chunked_map_message_store into database chunked"
 sql postgres -c "CREATE DATABASE chunked"
 sql chunked -c "CREATE EXTENSION chunked_map" -c "CREATE EXTENSION chunked_map_message_store"
 
-fill() { # fill DATABASE: 10 categories of category_size, one stream of stream_size
+fill() { # fill DATABASE: 10 categories of category_size, one stream of stream_size, committed
+    # every 1,000 messages (a transaction that starts 10,000 streams would need 10,000 locks)
     local database=$1
-    sql "$database" -c "SET search_path = message_store, public" -c "
-        SELECT count(message_store.write_message(gen_random_uuid()::varchar,
-                                                 'cat' || (n % 10) || '-' || (n % 10000),
-                                                 'Filled', jsonb_build_object('n', n)))
-        FROM generate_series(1, $category_size * 10) AS n" >/dev/null
     sql "$database" -c "
-        SELECT count(message_store.write_message(gen_random_uuid()::varchar, 'long-1', 'Filled',
-                                                 jsonb_build_object('n', n)))
-        FROM generate_series(1, $stream_size) AS n" >/dev/null
+        DO \$\$
+        BEGIN
+            FOR batch IN 0 .. ($category_size * 10 - 1) / 1000 LOOP
+                PERFORM message_store.write_message(gen_random_uuid()::varchar,
+                                                    'cat' || (n % 10) || '-' || (n % 10000),
+                                                    'Filled', jsonb_build_object('n', n))
+                FROM generate_series(batch * 1000 + 1, LEAST((batch + 1) * 1000, $category_size * 10)) AS n;
+                COMMIT;
+            END LOOP;
+            FOR batch IN 0 .. ($stream_size - 1) / 1000 LOOP
+                PERFORM message_store.write_message(gen_random_uuid()::varchar, 'long-1', 'Filled',
+                                                    jsonb_build_object('n', n))
+                FROM generate_series(batch * 1000 + 1, LEAST((batch + 1) * 1000, $stream_size)) AS n;
+                COMMIT;
+            END LOOP;
+        END
+        \$\$" >/dev/null
     sql "$database" -c "VACUUM ANALYZE" >/dev/null
 }
 for database in message_db chunked; do
