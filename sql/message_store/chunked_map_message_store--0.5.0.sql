@@ -61,14 +61,14 @@ CREATE INDEX messages_category ON message_store.message_index
     (pg_catalog.split_part(stream_name, '-', 1), global_position);
 CREATE INDEX messages_unnumbered ON message_store.message_index (writer) WHERE global_position IS NULL;
 
--- The last global position given (one row; its lock keeps numberings one at a time).
+-- One row, whose lock keeps numberings one at a time (not dumped: the extension makes it; the
+-- last position given is read from message_index).
 CREATE TABLE message_store.numbering (
-    numbered bigint NOT NULL
+    one boolean NOT NULL
 );
-INSERT INTO message_store.numbering (numbered) VALUES (0);
+INSERT INTO message_store.numbering (one) VALUES (true);
 
 SELECT pg_catalog.pg_extension_config_dump('message_store.message_index', '');
-SELECT pg_catalog.pg_extension_config_dump('message_store.numbering', '');
 
 -- ---- message-db's pure functions: the same results, NULL included ----
 
@@ -142,13 +142,15 @@ DECLARE
     _duplicate boolean;
 BEGIN
     -- the columns message-db's table requires (its errors)
-    IF write_as_owner.stream_name IS NULL OR write_as_owner.type IS NULL THEN
+    IF write_as_owner.stream_name IS NULL OR write_as_owner.type IS NULL OR write_as_owner.id IS NULL THEN
         RAISE EXCEPTION USING
             ERRCODE = 'not_null_violation',
             MESSAGE = pg_catalog.format('null value in column "%s" of relation "messages" violates not-null constraint',
-                                        CASE WHEN write_as_owner.stream_name IS NULL THEN 'stream_name' ELSE 'type' END),
+                                        CASE WHEN write_as_owner.stream_name IS NULL THEN 'stream_name'
+                                             WHEN write_as_owner.type IS NULL THEN 'type' ELSE 'id' END),
             SCHEMA = 'message_store', TABLE = 'messages',
-            COLUMN = CASE WHEN write_as_owner.stream_name IS NULL THEN 'stream_name' ELSE 'type' END;
+            COLUMN = CASE WHEN write_as_owner.stream_name IS NULL THEN 'stream_name'
+                          WHEN write_as_owner.type IS NULL THEN 'type' ELSE 'id' END;
     END IF;
     -- the writers' mark: shared, it never waits for another writer; numbering looks for it
     PERFORM pg_catalog.pg_advisory_xact_lock_shared(1836278882, 1);
@@ -209,19 +211,23 @@ DECLARE
     _horizon bigint;
     _count bigint;
 BEGIN
-    IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+    -- (READ UNCOMMITTED is READ COMMITTED in PostgreSQL; a read-only transaction, or a hot
+    -- standby, reads what was numbered)
+    IF pg_catalog.current_setting('transaction_isolation') NOT IN ('read committed', 'read uncommitted')
+       OR pg_catalog.current_setting('transaction_read_only') = 'on' THEN
         RETURN 0;
     END IF;
-    SELECT n.numbered INTO _numbered FROM message_store.numbering AS n FOR UPDATE SKIP LOCKED;
+    PERFORM 1 FROM message_store.numbering AS n FOR UPDATE SKIP LOCKED;
     IF NOT FOUND THEN
         RETURN 0;
     END IF;
+    _numbered := coalesce((SELECT pg_catalog.max(i.global_position) FROM message_store.message_index AS i), 0);
     -- first the next id, then the writers: a writer that marks itself after this has a key at or
     -- above it
     _next := chunked_map.chunked_next_transaction_id();
     WITH locks AS MATERIALIZED (
-        SELECT l.locktype, l.classid, l.objid, l.objsubid, l.transactionid, l.virtualtransaction,
-               l.mode, l.granted
+        SELECT l.locktype, l.database, l.classid, l.objid, l.objsubid, l.transactionid,
+               l.virtualtransaction, l.mode, l.granted
         FROM pg_catalog.pg_locks AS l
     ), writers AS (
         SELECT t.transactionid::text::bigint AS xid32
@@ -230,13 +236,21 @@ BEGIN
                        AND t.locktype = 'transactionid' AND t.mode = 'ExclusiveLock' AND t.granted
         WHERE m.locktype = 'advisory' AND m.classid = 1836278882 AND m.objid = 1
           AND m.objsubid = 2 AND m.granted
+          AND m.database = (SELECT d.oid FROM pg_catalog.pg_database AS d
+                            WHERE d.datname = pg_catalog.current_database())
         UNION ALL
         SELECT p.transaction::text::bigint FROM pg_catalog.pg_prepared_xacts AS p
+        WHERE p.database = pg_catalog.current_database()
+    ), behind AS (
+        -- how far each id is below the next one, modulo 2^32: an id assigned since the next one
+        -- was read (0, or "ahead": above 2^31) is at or above it, and bounds nothing
+        SELECT ((_next % 4294967296) - w.xid32 + 4294967296) % 4294967296 AS distance
+        FROM writers AS w
     )
-    -- a 32-bit id as the full id at or below the next one
-    SELECT LEAST(_next, pg_catalog.min(_next - (((_next % 4294967296) - w.xid32 + 4294967296) % 4294967296)))
+    SELECT LEAST(_next, pg_catalog.min(_next - b.distance))
     INTO _horizon
-    FROM writers AS w;
+    FROM behind AS b
+    WHERE b.distance BETWEEN 1 AND 2147483648;
     WITH ranked AS (
         SELECT i.stream_name, i.position,
                _numbered + pg_catalog.row_number() OVER (ORDER BY i.writer, i.stream_name, i.position) AS global_position
@@ -247,9 +261,6 @@ BEGIN
     FROM ranked AS r
     WHERE i.stream_name = r.stream_name AND i.position = r.position;
     GET DIAGNOSTICS _count = ROW_COUNT;
-    IF _count > 0 THEN
-        UPDATE message_store.numbering SET numbered = _numbered + _count;
-    END IF;
     RETURN _count;
 END;
 $$;
@@ -326,6 +337,8 @@ AS $$
     ), ranges AS (
         SELECT b.stream_name, pg_catalog.min(b.position) AS first, pg_catalog.max(b.position) AS last
         FROM batch AS b
+        -- (a stream whose map was dropped has no records)
+        WHERE EXISTS (SELECT 1 FROM chunked_map.map_state AS s WHERE s.map = b.stream_name)
         GROUP BY b.stream_name
     ), records AS (
         SELECT g.stream_name, r.seq - 1 AS position, r.payload, r.at
@@ -499,7 +512,8 @@ CREATE FUNCTION message_store.get_stream_messages(
 )
 RETURNS SETOF message_store.message
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
+-- (no search_path of its own: a condition is the caller's SQL, on the caller's path; every
+-- name here is qualified but for pg_catalog's)
 AS $$
 DECLARE
   _command text;
@@ -571,7 +585,8 @@ CREATE FUNCTION message_store.get_category_messages(
 )
 RETURNS SETOF message_store.message
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
+-- (no search_path of its own: a condition is the caller's SQL, on the caller's path; every
+-- name here is qualified but for pg_catalog's)
 AS $$
 DECLARE
   _command text;

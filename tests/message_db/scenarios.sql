@@ -1,5 +1,5 @@
 -- The scenarios of message-db 1.3's test/ scripts, in message-db's API alone: run by
--- tests/cluster/tests/message_db_side_by_side.rs against message-db itself (installed from npm)
+-- tests/cluster/tests/message_db.rs against message-db itself (installed from npm)
 -- and against chunked_map_message_store, on the same server, and the outputs compared. Ids are
 -- fixed; times are shown only as present; global positions only by their order (they may
 -- differ: message-db's come from a sequence that a failed insert also advances).

@@ -125,3 +125,19 @@ SELECT chunked_map.chunked_read('account-5', 0, 10);
 SELECT count(*) FROM message_store.message_index;
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 RESET ROLE;
+
+-- a read-only transaction (or a hot standby) reads what was numbered, and numbers nothing
+BEGIN READ ONLY;
+SELECT count(*) FROM message_store.get_category_messages('account');
+SELECT count(*) FROM message_store.get_stream_messages('account-1');
+COMMIT;
+-- an id is required, as message-db's column is
+SELECT message_store.write_message(NULL, 'account-6', 'Opened', '{}');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- a condition sees the caller's search_path, as message-db's does
+SET message_store.sql_condition = on;
+SELECT stream_name, position FROM message_store.get_category_messages('account', 1, 1000, NULL, NULL, NULL, 'cardinal_id(stream_name) = ''4''');
+RESET message_store.sql_condition;
+-- a stream whose map was dropped: its messages are gone from reads, the others stay
+SELECT chunked_map.chunked_drop('account-3');
+SELECT stream_name, position FROM message_store.get_category_messages('account');
