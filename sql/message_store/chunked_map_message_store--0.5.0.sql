@@ -123,9 +123,16 @@ $$;
 -- ---- what runs as the extension's owner (the maps are the owner's): granted to message_store,
 -- ---- never to PUBLIC ----
 
--- A write, as write_message describes it.
-CREATE FUNCTION message_store.write_as_owner(id varchar, stream_name varchar, type varchar,
-                                             data jsonb, metadata jsonb, expected_version bigint)
+-- message-db's write_message. As the extension's owner (the maps are the owner's): it takes no
+-- SQL of the caller's.
+CREATE FUNCTION message_store.write_message(
+  id varchar,
+  stream_name varchar,
+  "type" varchar,
+  data jsonb,
+  metadata jsonb DEFAULT NULL,
+  expected_version bigint DEFAULT NULL
+)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -134,66 +141,68 @@ SET search_path = pg_catalog, pg_temp
 SET chunked_map.lock_timeout = 2147483647
 AS $$
 DECLARE
-    _stream_version bigint;
-    _next_position bigint;
     _message_id uuid;
-    _payload jsonb;
-    _seq bigint;
-    _duplicate boolean;
+    _next_seq bigint;
+    _position bigint;
 BEGIN
     -- the columns message-db's table requires (its errors)
-    IF write_as_owner.stream_name IS NULL OR write_as_owner.type IS NULL OR write_as_owner.id IS NULL THEN
+    IF write_message.stream_name IS NULL OR write_message."type" IS NULL OR write_message.id IS NULL THEN
         RAISE EXCEPTION USING
             ERRCODE = 'not_null_violation',
             MESSAGE = pg_catalog.format('null value in column "%s" of relation "messages" violates not-null constraint',
-                                        CASE WHEN write_as_owner.stream_name IS NULL THEN 'stream_name'
-                                             WHEN write_as_owner.type IS NULL THEN 'type' ELSE 'id' END),
+                                        CASE WHEN write_message.stream_name IS NULL THEN 'stream_name'
+                                             WHEN write_message."type" IS NULL THEN 'type' ELSE 'id' END),
             SCHEMA = 'message_store', TABLE = 'messages',
-            COLUMN = CASE WHEN write_as_owner.stream_name IS NULL THEN 'stream_name'
-                          WHEN write_as_owner.type IS NULL THEN 'type' ELSE 'id' END;
+            COLUMN = CASE WHEN write_message.stream_name IS NULL THEN 'stream_name'
+                          WHEN write_message."type" IS NULL THEN 'type' ELSE 'id' END;
     END IF;
+    _message_id := write_message.id::uuid;
     -- the writers' mark: shared, it never waits for another writer; numbering looks for it
     PERFORM pg_catalog.pg_advisory_xact_lock_shared(1836278882, 1);
-    -- the stream is a map, started by its first message; its writers wait for each other
-    IF NOT EXISTS (SELECT 1 FROM chunked_map.map_state AS s WHERE s.map = write_as_owner.stream_name) THEN
-        PERFORM chunked_map.chunked_start(write_as_owner.stream_name);
+    -- the stream is a map, started by its first message (writers of the stream wait for its start)
+    IF NOT EXISTS (SELECT 1 FROM chunked_map.map_state AS s WHERE s.map = write_message.stream_name) THEN
+        PERFORM chunked_map.chunked_start(write_message.stream_name);
     END IF;
-    PERFORM 1 FROM chunked_map.map_state AS s WHERE s.map = write_as_owner.stream_name FOR UPDATE;
-    _stream_version := coalesce((SELECT pg_catalog.max(i.position) FROM message_store.message_index AS i
-                                 WHERE i.stream_name = write_as_owner.stream_name), -1);
-    IF write_as_owner.expected_version IS NOT NULL
-       AND write_as_owner.expected_version <> _stream_version THEN
-        RAISE EXCEPTION
-            'Wrong expected version: % (Stream: %, Stream Version: %)',
-            write_as_owner.expected_version,
-            write_as_owner.stream_name,
-            _stream_version;
+    IF write_message.expected_version IS NOT NULL THEN
+        -- the stream's lock, then its version: the position of its newest record
+        SELECT s.next_seq INTO STRICT _next_seq
+        FROM chunked_map.map_state AS s WHERE s.map = write_message.stream_name FOR UPDATE;
+        IF write_message.expected_version <> _next_seq - 2 THEN
+            RAISE EXCEPTION
+                'Wrong expected version: % (Stream: %, Stream Version: %)',
+                write_message.expected_version,
+                write_message.stream_name,
+                _next_seq - 2;
+        END IF;
     END IF;
-    _next_position := _stream_version + 1;
-    _message_id := write_as_owner.id::uuid;
-    _payload := pg_catalog.jsonb_build_object('type', write_as_owner.type)
-        || CASE WHEN write_as_owner.data IS NULL THEN '{}'::jsonb
-                ELSE pg_catalog.jsonb_build_object('data', write_as_owner.data) END
-        || CASE WHEN write_as_owner.metadata IS NULL THEN '{}'::jsonb
-                ELSE pg_catalog.jsonb_build_object('metadata', write_as_owner.metadata) END;
-    SELECT r.seq, r.duplicate INTO _seq, _duplicate
-    FROM chunked_map.chunked_register_once(write_as_owner.stream_name, _payload,
-                                           _message_id::text, _next_position) AS r;
-    IF _duplicate THEN
+    -- The append (the stream's writers wait for each other here), then the index row. Its order
+    -- key is read after the mark and after this transaction's id, which the append assigned:
+    -- the target list is computed from the row the append returned. A map that remembers the
+    -- id returns duplicate (no row); an id of another stream fails on messages_id.
+    INSERT INTO message_store.message_index
+        (stream_name, position, type, correlation_category, id, writer)
+    SELECT write_message.stream_name, r.seq - 1, write_message."type",
+           pg_catalog.split_part(write_message.metadata ->> 'correlationStreamName', '-', 1),
+           _message_id,
+           chunked_map.chunked_next_transaction_id()::text::xid8
+    FROM chunked_map.chunked_register_once(
+             write_message.stream_name,
+             pg_catalog.jsonb_build_object('type', write_message."type")
+                 || CASE WHEN write_message.data IS NULL THEN '{}'::jsonb
+                         ELSE pg_catalog.jsonb_build_object('data', write_message.data) END
+                 || CASE WHEN write_message.metadata IS NULL THEN '{}'::jsonb
+                         ELSE pg_catalog.jsonb_build_object('metadata', write_message.metadata) END,
+             _message_id::text) AS r
+    WHERE NOT r.duplicate
+    RETURNING message_index.position INTO _position;
+    IF NOT FOUND THEN
         RAISE EXCEPTION USING
             ERRCODE = 'unique_violation',
             MESSAGE = 'duplicate key value violates unique constraint "messages_id"',
             DETAIL = pg_catalog.format('Key (id)=(%s) already exists.', _message_id),
             SCHEMA = 'message_store', TABLE = 'messages', CONSTRAINT = 'messages_id';
     END IF;
-    INSERT INTO message_store.message_index
-        (stream_name, position, type, correlation_category, id, writer)
-    VALUES (write_as_owner.stream_name, _next_position, write_as_owner.type,
-            pg_catalog.split_part(write_as_owner.metadata ->> 'correlationStreamName', '-', 1),
-            _message_id,
-            -- the order key: read after the mark and after this transaction's id (the append)
-            chunked_map.chunked_next_transaction_id()::text::xid8);
-    RETURN _next_position;
+    RETURN _position;
 END;
 $$;
 
@@ -265,94 +274,138 @@ BEGIN
 END;
 $$;
 
+-- The records behind messages, read from chunked_map's storage in one statement (a chunked_read
+-- per stream would cost a call each): for each stream and position asked, the record's payload
+-- and time; no row for a record that retention or a trim removed. It knows the storage's layout
+-- (sql/bootstrap.sql: current_record, and archived_chunk's layout 1, the record with sequence
+-- first_seq + i - 1 at index i): chunked_map and this extension ship together, and a new layout
+-- must change this function too. Called by the owner's functions only; neither SECURITY DEFINER
+-- nor SET, so that the planner inlines it into their statements.
+CREATE FUNCTION message_store.records_at(stream_names text[], positions bigint[])
+RETURNS TABLE (stream_name text, "position" bigint, payload jsonb, at timestamptz)
+LANGUAGE sql STABLE
+AS $$
+    WITH wanted AS (
+        SELECT w.stream_name COLLATE "C" AS map, w.position + 1 AS seq
+        FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS w(stream_name, position)
+    ), current AS MATERIALIZED (
+        SELECT c.map, c.seq, c.payload, c.at
+        FROM wanted AS w
+        JOIN chunked_map.current_record AS c ON c.map = w.map AND c.seq = w.seq
+    ), chunks AS (
+        -- each archived chunk holding asked records, with the first and the last of them
+        SELECT w.map, k.first_seq, pg_catalog.min(w.seq) AS low, pg_catalog.max(w.seq) AS high
+        FROM wanted AS w
+        CROSS JOIN LATERAL (SELECT a.first_seq FROM chunked_map.archived_chunk AS a
+                            WHERE a.map = w.map AND a.first_seq <= w.seq
+                            ORDER BY a.first_seq DESC LIMIT 1) AS k
+        WHERE NOT EXISTS (SELECT 1 FROM current AS c WHERE c.map = w.map AND c.seq = w.seq)
+        GROUP BY w.map, k.first_seq
+    ), archived AS (
+        -- (each chunk detoasted once: the slice from its first asked record to its last)
+        SELECT k.map, k.low + e.i - 1 AS seq, e.payload, e.at
+        FROM chunks AS k
+        JOIN chunked_map.archived_chunk AS a ON a.map = k.map AND a.first_seq = k.first_seq
+        CROSS JOIN LATERAL ROWS FROM (
+            pg_catalog.unnest(a.payloads[k.low - a.first_seq + 1 : k.high - a.first_seq + 1]),
+            pg_catalog.unnest(a.ats[k.low - a.first_seq + 1 : k.high - a.first_seq + 1])
+        ) WITH ORDINALITY AS e(payload, at, i)
+    )
+    SELECT w.map, w.seq - 1, r.payload, r.at
+    FROM wanted AS w
+    JOIN (SELECT c.map, c.seq, c.payload, c.at FROM current AS c
+          UNION ALL
+          SELECT a.map, a.seq, a.payload, a.at FROM archived AS a) AS r
+      ON r.map = w.map AND r.seq = w.seq
+$$;
+
 -- The body of one message (data, metadata, time), or no row (a message whose record retention
 -- or a trim removed, or not a message of this store).
 CREATE FUNCTION message_store.message_body(stream_name text, "position" bigint)
 RETURNS TABLE (data jsonb, metadata jsonb, "time" timestamp)
-LANGUAGE plpgsql STABLE SECURITY DEFINER
+LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM message_store.message_index AS i
-                   WHERE i.stream_name = message_body.stream_name AND i.position = message_body.position)
-       OR NOT EXISTS (SELECT 1 FROM chunked_map.map_state AS s WHERE s.map = message_body.stream_name) THEN
-        RETURN;
-    END IF;
-    RETURN QUERY
     SELECT r.payload -> 'data', r.payload -> 'metadata', (r.at AT TIME ZONE 'UTC')::timestamp
-    FROM chunked_map.chunked_read(message_body.stream_name, message_body.position, 1) AS r
-    WHERE r.seq = message_body.position + 1;
-END;
+    FROM message_store.message_index AS i
+    CROSS JOIN LATERAL message_store.records_at(ARRAY[i.stream_name], ARRAY[i.position]) AS r
+    WHERE i.stream_name = $1 AND i.position = $2
 $$;
 
--- Messages of a stream from a position, at most batch_size (-1: all), in position order.
+-- Messages of a stream from a position, at most batch_size (-1: all), in position order: as
+-- message-db's (position >= the one asked, LIMIT batch_size), over the messages the stream
+-- still holds.
 CREATE FUNCTION message_store.stream_batch(stream_name varchar, "position" bigint, batch_size bigint)
 RETURNS SETOF message_store.message
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    _last bigint;
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM chunked_map.map_state AS s WHERE s.map = stream_batch.stream_name) THEN
-        RETURN;
-    END IF;
-    _last := (SELECT pg_catalog.max(i.position) FROM message_store.message_index AS i
-              WHERE i.stream_name = stream_batch.stream_name);
-    IF stream_batch.batch_size <> -1 THEN
-        _last := LEAST(_last, stream_batch.position + stream_batch.batch_size - 1);
-    END IF;
     RETURN QUERY
-    SELECT i.id::varchar, i.stream_name::varchar, i.type::varchar, i.position, i.global_position,
-           (r.payload -> 'data')::varchar, (r.payload -> 'metadata')::varchar,
-           (r.at AT TIME ZONE 'UTC')::timestamp
-    FROM pg_catalog.generate_series(GREATEST(stream_batch.position, 0), _last, 10000) AS s(start)
-    CROSS JOIN LATERAL chunked_map.chunked_read(stream_batch.stream_name, s.start,
-                                                LEAST(10000, _last - s.start + 1)::integer) AS r
-    JOIN message_store.message_index AS i
-      ON i.stream_name = stream_batch.stream_name AND i.position = r.seq - 1
-    ORDER BY i.position;
-END;
-$$;
-
--- Messages of a category from a global position, at most batch_size (-1: all), in global
--- position order; correlation and consumer group as message-db filters them.
-CREATE FUNCTION message_store.category_batch(category varchar, "position" bigint, batch_size bigint,
-                                             correlation varchar, consumer_group_member bigint,
-                                             consumer_group_size bigint)
-RETURNS SETOF message_store.message
-LANGUAGE sql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-    WITH batch AS (
+    WITH batch AS MATERIALIZED (
         SELECT i.stream_name, i.position, i.type, i.id, i.global_position
         FROM message_store.message_index AS i
-        WHERE pg_catalog.split_part(i.stream_name, '-', 1) = $1
-          AND i.global_position >= $2
-          AND ($4 IS NULL OR i.correlation_category = $4)
-          AND ($6 IS NULL OR pg_catalog.mod(@ message_store.hash_64(message_store.cardinal_id(i.stream_name)),
-                                            $6::smallint) = $5)
-        ORDER BY i.global_position
-        LIMIT CASE WHEN $3 = -1 THEN NULL ELSE $3 END
-    ), ranges AS (
-        SELECT b.stream_name, pg_catalog.min(b.position) AS first, pg_catalog.max(b.position) AS last
+        WHERE i.stream_name = stream_batch.stream_name
+          AND i.position >= stream_batch.position
+          -- (no record below the oldest the map holds; none at all for a dropped map)
+          AND i.position + 1 >= (SELECT s.oldest_seq FROM chunked_map.map_state AS s
+                                 WHERE s.map = stream_batch.stream_name)
+        ORDER BY i.position
+        LIMIT CASE WHEN stream_batch.batch_size = -1 THEN NULL ELSE stream_batch.batch_size END
+    ), keys AS (
+        SELECT pg_catalog.array_agg(b.stream_name) AS stream_names,
+               pg_catalog.array_agg(b.position) AS positions
         FROM batch AS b
-        -- (a stream whose map was dropped has no records)
-        WHERE EXISTS (SELECT 1 FROM chunked_map.map_state AS s WHERE s.map = b.stream_name)
-        GROUP BY b.stream_name
-    ), records AS (
-        SELECT g.stream_name, r.seq - 1 AS position, r.payload, r.at
-        FROM ranges AS g
-        CROSS JOIN LATERAL pg_catalog.generate_series(g.first, g.last, 10000) AS s(start)
-        CROSS JOIN LATERAL chunked_map.chunked_read(g.stream_name, s.start,
-                                                    LEAST(10000, g.last - s.start + 1)::integer) AS r
     )
     SELECT b.id::varchar, b.stream_name::varchar, b.type::varchar, b.position, b.global_position,
            (r.payload -> 'data')::varchar, (r.payload -> 'metadata')::varchar,
            (r.at AT TIME ZONE 'UTC')::timestamp
-    FROM batch AS b
-    JOIN records AS r ON r.stream_name = b.stream_name AND r.position = b.position
-    ORDER BY b.global_position
+    FROM keys AS k
+    CROSS JOIN LATERAL message_store.records_at(k.stream_names, k.positions) AS r
+    JOIN batch AS b ON b.stream_name = r.stream_name AND b.position = r.position
+    ORDER BY b.position;
+END;
+$$;
+
+-- Messages of a category from a global position, at most batch_size (-1: all), in global
+-- position order; correlation and consumer group as message-db filters them; over the messages
+-- the streams still hold (a batch never stops at messages retention or a trim removed).
+CREATE FUNCTION message_store.category_batch(category varchar, "position" bigint, batch_size bigint,
+                                             correlation varchar, consumer_group_member bigint,
+                                             consumer_group_size bigint)
+RETURNS SETOF message_store.message
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY
+    WITH batch AS MATERIALIZED (
+        SELECT i.stream_name, i.position, i.type, i.id, i.global_position
+        FROM message_store.message_index AS i
+        JOIN chunked_map.map_state AS s ON s.map = i.stream_name AND i.position + 1 >= s.oldest_seq
+        WHERE pg_catalog.split_part(i.stream_name, '-', 1) = category_batch.category
+          AND i.global_position >= category_batch.position
+          AND (category_batch.correlation IS NULL
+               OR i.correlation_category = category_batch.correlation)
+          AND (category_batch.consumer_group_size IS NULL
+               OR pg_catalog.mod(@ message_store.hash_64(message_store.cardinal_id(i.stream_name)),
+                                 category_batch.consumer_group_size::smallint)
+                  = category_batch.consumer_group_member)
+        ORDER BY i.global_position
+        LIMIT CASE WHEN category_batch.batch_size = -1 THEN NULL ELSE category_batch.batch_size END
+    ), keys AS (
+        SELECT pg_catalog.array_agg(b.stream_name) AS stream_names,
+               pg_catalog.array_agg(b.position) AS positions
+        FROM batch AS b
+    )
+    SELECT b.id::varchar, b.stream_name::varchar, b.type::varchar, b.position, b.global_position,
+           (r.payload -> 'data')::varchar, (r.payload -> 'metadata')::varchar,
+           (r.at AT TIME ZONE 'UTC')::timestamp
+    FROM keys AS k
+    CROSS JOIN LATERAL message_store.records_at(k.stream_names, k.positions) AS r
+    JOIN batch AS b ON b.stream_name = r.stream_name AND b.position = r.position
+    ORDER BY b.global_position;
+END;
 $$;
 
 -- The newest message of a stream (of a type), or none.
@@ -490,19 +543,6 @@ BEGIN
     RETURN _last.position;
 END;
 $$;
-
-CREATE FUNCTION message_store.write_message(
-  id varchar,
-  stream_name varchar,
-  "type" varchar,
-  data jsonb,
-  metadata jsonb DEFAULT NULL,
-  expected_version bigint DEFAULT NULL
-)
-RETURNS bigint
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-RETURN message_store.write_as_owner(id, stream_name, "type", data, metadata, expected_version);
 
 CREATE FUNCTION message_store.get_stream_messages(
   stream_name varchar,
@@ -727,8 +767,9 @@ $$;
 
 REVOKE ALL ON ALL TABLES IN SCHEMA message_store FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION
-    message_store.write_as_owner(varchar, varchar, varchar, jsonb, jsonb, bigint),
+    message_store.write_message(varchar, varchar, varchar, jsonb, jsonb, bigint),
     message_store.number_messages(),
+    message_store.records_at(text[], bigint[]),
     message_store.message_body(text, bigint),
     message_store.stream_batch(varchar, bigint, bigint),
     message_store.category_batch(varchar, bigint, bigint, varchar, bigint, bigint),
