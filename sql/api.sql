@@ -108,12 +108,25 @@ RETURNS void
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_set_id_window_wrapper';
 
--- (0.5) The transaction id assigned next, read now (not from a snapshot): the order key of the
--- message store's writes (chunked_map_message_store). Owner-only, like every function.
+-- (0.5) What the message store (chunked_map_message_store, docs/message-db.md) orders its writes
+-- by: the transaction id assigned next, read now (not from a snapshot); a write's order key (the
+-- database's writers' mark taken until the transaction ends, its id, then the next id); and the
+-- lock one numbering holds at a time (false at once when another holds it). The two locks are
+-- in a lock space no SQL function can take. Owner-only, like every function.
 CREATE FUNCTION chunked_map.chunked_next_transaction_id()
 RETURNS bigint
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_next_transaction_id_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_order_key()
+RETURNS bigint
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_order_key_wrapper';
+
+CREATE FUNCTION chunked_map.chunked_try_numbering_lock()
+RETURNS boolean
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_try_numbering_lock_wrapper';
 
 CREATE FUNCTION chunked_map.chunked_subscribe(consumer text, category text DEFAULT NULL, from_start boolean DEFAULT true)
 RETURNS boolean

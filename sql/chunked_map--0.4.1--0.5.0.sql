@@ -199,10 +199,20 @@ BEGIN
 END
 $$;
 
--- (0.5) The transaction id assigned next, read now (not from a snapshot): the order key of the
--- message store's writes (chunked_map_message_store). Owner-only, like every function.
+-- (0.5) What the message store (chunked_map_message_store) orders its writes by (sql/api.sql).
+-- Owner-only, like every function.
 CREATE FUNCTION chunked_map.chunked_next_transaction_id()
 RETURNS bigint
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_next_transaction_id_wrapper';
-REVOKE EXECUTE ON FUNCTION chunked_map.chunked_next_transaction_id() FROM PUBLIC;
+CREATE FUNCTION chunked_map.chunked_order_key()
+RETURNS bigint
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_order_key_wrapper';
+CREATE FUNCTION chunked_map.chunked_try_numbering_lock()
+RETURNS boolean
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_try_numbering_lock_wrapper';
+REVOKE EXECUTE ON FUNCTION chunked_map.chunked_next_transaction_id(),
+                           chunked_map.chunked_order_key(),
+                           chunked_map.chunked_try_numbering_lock() FROM PUBLIC;

@@ -12,6 +12,7 @@ use crate::append;
 use crate::error::OrRaise;
 use crate::feed;
 use crate::input::{self, required, ConsumerName, MapName};
+use crate::order;
 use crate::read;
 use crate::retention;
 use crate::sql_function;
@@ -335,23 +336,32 @@ sql_function!(
 );
 
 // (0.5) The transaction id PostgreSQL assigns next, read now from the shared counter rather than
-// from a snapshot: the order key of a write to the message store (`chunked_map_message_store`;
-// docs/message-db.md says why it must be read after the writer's mark and its own id).
+// from a snapshot: where the message store's numbering looks from (`chunked_map_message_store`,
+// docs/message-db.md).
 sql_function!(
     pg_finfo_chunked_next_transaction_id_wrapper,
     chunked_next_transaction_id_wrapper,
+    |call| call.returns_bigint(order::next_transaction_id())
+);
+
+// (0.5) The order key of a write to the message store: takes the database's writers' mark until
+// the transaction ends, gives the transaction its id if it has none yet, then reads the id
+// assigned next — in this order, which the numbering's proof rests on (docs/message-db.md).
+sql_function!(
+    pg_finfo_chunked_order_key_wrapper,
+    chunked_order_key_wrapper,
     |call| {
-        // SAFETY: takes XidGenLock shared for the read; called in a transaction, as every SQL
-        // function is.
-        let next = unsafe { pgrx::pg_sys::ReadNextFullTransactionId() };
-        let next = i64::try_from(next.value).unwrap_or_else(|_| {
-            crate::error::ChunkedError::Internal {
-                context: format!("next transaction id {} is past bigint", next.value),
-            }
-            .raise()
-        });
-        call.returns_bigint(next)
+        call.writes(c"chunked_order_key()");
+        call.returns_bigint(order::order_key())
     }
+);
+
+// (0.5) Takes the database's numbering lock of the message store until the transaction ends;
+// false, at once, when another transaction holds it.
+sql_function!(
+    pg_finfo_chunked_try_numbering_lock_wrapper,
+    chunked_try_numbering_lock_wrapper,
+    |call| call.returns_boolean(order::try_numbering_lock())
 );
 
 /// A record as a row `(seq, payload, at, id)`.

@@ -38,6 +38,7 @@ mod input;
 mod jsonb;
 mod lock;
 mod name_lock;
+mod order;
 mod pg;
 mod read;
 mod record_ids;

@@ -27,6 +27,9 @@ use crate::statements::writes;
 const LOCK_SPACE: u16 = 0x434d;
 /// The fourth field of the feed's lock (one per database): another value no SQL function makes.
 const FEED_LOCK_SPACE: u16 = 0x434e;
+/// The fourth field of the message store's order locks (two per database): another value still.
+/// `chunked_map_message_store` finds the writers' mark in `pg_locks` by it (objsubid 17231).
+const ORDER_LOCK_SPACE: u16 = 0x434f;
 
 thread_local! {
     /// The installation's key, and the extension (its `pg_extension` oid) it belongs to.
@@ -86,6 +89,35 @@ pub fn lock_feed(who: FeedLock, wait: Wait) -> Result<bool, PgError> {
         FeedLock::Subscription => pg_sys::ExclusiveLock,
     };
     acquire(&tag, mode, wait)
+}
+
+/// The message store's order locks (docs/message-db.md), one of each per database.
+#[derive(Debug, Clone, Copy)]
+pub enum OrderLock {
+    /// Held shared by every transaction that wrote a message, until it ends: marks never
+    /// conflict with each other, and nothing else takes this lock, so taking it never waits.
+    WritersMark,
+    /// Held by one numbering of messages at a time, until its transaction ends.
+    Numbering,
+}
+
+/// Takes an order lock until the end of the transaction; `Ok(false)` when the numbering lock is
+/// held by another transaction (it is never waited for).
+pub fn lock_order(which: OrderLock) -> Result<bool, PgError> {
+    let (key, mode) = match which {
+        OrderLock::WritersMark => (0, pg_sys::ShareLock),
+        OrderLock::Numbering => (1, pg_sys::ExclusiveLock),
+    };
+    let tag = pg_sys::LOCKTAG {
+        // SAFETY: reading the id of the database this backend is connected to.
+        locktag_field1: unsafe { pg_sys::MyDatabaseId }.to_u32(),
+        locktag_field2: key,
+        locktag_field3: 0,
+        locktag_field4: ORDER_LOCK_SPACE,
+        locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
+        locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
+    };
+    acquire(&tag, mode, Wait::Never)
 }
 
 fn acquire(tag: &pg_sys::LOCKTAG, mode: u32, wait: Wait) -> Result<bool, PgError> {

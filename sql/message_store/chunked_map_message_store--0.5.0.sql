@@ -14,9 +14,9 @@
 -- so every writer of a category waits for every other until it commits. Here writers never wait
 -- for each other (but for writers of the same stream); a message is given its global position
 -- after its commit, by the reads (number_messages), in an order no later commit can overtake:
--- every write marks its transaction (a shared advisory lock, which never waits) and records an
--- order key, the transaction id PostgreSQL assigns next, read after the mark and after its own
--- id; a read gives positions, in key order, to the messages whose key is below the least of
+-- every write marks its transaction (chunked_map.chunked_order_key: a shared lock no SQL can
+-- take otherwise, which never waits) and records an order key, the transaction id PostgreSQL
+-- assigns next, read after the mark and after its own id; a read gives positions, in key order, to the messages whose key is below the least of
 -- that next id and the id of every transaction holding the mark. Such a message committed before
 -- the read looked, and no message can ever get a key below it: numbering the same messages again
 -- (a read that rolled back) gives them the same positions. See docs/message-db.md.
@@ -60,13 +60,6 @@ CREATE UNIQUE INDEX messages_global_position ON message_store.message_index (glo
 CREATE INDEX messages_category ON message_store.message_index
     (pg_catalog.split_part(stream_name, '-', 1), global_position);
 CREATE INDEX messages_unnumbered ON message_store.message_index (writer) WHERE global_position IS NULL;
-
--- One row, whose lock keeps numberings one at a time (not dumped: the extension makes it; the
--- last position given is read from message_index).
-CREATE TABLE message_store.numbering (
-    one boolean NOT NULL
-);
-INSERT INTO message_store.numbering (one) VALUES (true);
 
 SELECT pg_catalog.pg_extension_config_dump('message_store.message_index', '');
 
@@ -157,8 +150,6 @@ BEGIN
                           WHEN write_message."type" IS NULL THEN 'type' ELSE 'id' END;
     END IF;
     _message_id := write_message.id::uuid;
-    -- the writers' mark: shared, it never waits for another writer; numbering looks for it
-    PERFORM pg_catalog.pg_advisory_xact_lock_shared(1836278882, 1);
     -- the stream is a map, started by its first message (writers of the stream wait for its start)
     IF NOT EXISTS (SELECT 1 FROM chunked_map.map_state AS s WHERE s.map = write_message.stream_name) THEN
         PERFORM chunked_map.chunked_start(write_message.stream_name);
@@ -175,16 +166,16 @@ BEGIN
                 _next_seq - 2;
         END IF;
     END IF;
-    -- The append (the stream's writers wait for each other here), then the index row. Its order
-    -- key is read after the mark and after this transaction's id, which the append assigned:
-    -- the target list is computed from the row the append returned. A map that remembers the
-    -- id returns duplicate (no row); an id of another stream fails on messages_id.
+    -- The append (the stream's writers wait for each other here), then the index row and its
+    -- order key (the target list is computed from the row the append returned): the writers'
+    -- mark, never waiting, then the next transaction id. A map that remembers the id returns
+    -- duplicate (no row); an id of another stream fails on messages_id.
     INSERT INTO message_store.message_index
         (stream_name, position, type, correlation_category, id, writer)
     SELECT write_message.stream_name, r.seq - 1, write_message."type",
            pg_catalog.split_part(write_message.metadata ->> 'correlationStreamName', '-', 1),
            _message_id,
-           chunked_map.chunked_next_transaction_id()::text::xid8
+           chunked_map.chunked_order_key()::text::xid8
     FROM chunked_map.chunked_register_once(
              write_message.stream_name,
              pg_catalog.jsonb_build_object('type', write_message."type")
@@ -226,10 +217,20 @@ BEGIN
        OR pg_catalog.current_setting('transaction_read_only') = 'on' THEN
         RETURN 0;
     END IF;
-    PERFORM 1 FROM message_store.numbering AS n FOR UPDATE SKIP LOCKED;
-    IF NOT FOUND THEN
+    -- (nothing to number: no lock, no transaction id)
+    -- (the least key, not EXISTS: the planner then takes the index of unnumbered messages even
+    -- where the statistics say every message is)
+    IF (SELECT pg_catalog.min(i.writer) FROM message_store.message_index AS i
+        WHERE i.global_position IS NULL) IS NULL THEN
         RETURN 0;
     END IF;
+    IF NOT chunked_map.chunked_try_numbering_lock() THEN
+        RETURN 0;
+    END IF;
+    -- This transaction's own id first (the numbering writes anyway): the next id, read after it,
+    -- is then past the key of every write that ended before, so all of them can be numbered
+    -- (without it, a key equal to the next id could still be given to a later write).
+    PERFORM pg_catalog.pg_current_xact_id();
     _numbered := coalesce((SELECT pg_catalog.max(i.global_position) FROM message_store.message_index AS i), 0);
     -- first the next id, then the writers: a writer that marks itself after this has a key at or
     -- above it
@@ -243,8 +244,9 @@ BEGIN
         FROM locks AS m
         JOIN locks AS t ON t.virtualtransaction = m.virtualtransaction
                        AND t.locktype = 'transactionid' AND t.mode = 'ExclusiveLock' AND t.granted
-        WHERE m.locktype = 'advisory' AND m.classid = 1836278882 AND m.objid = 1
-          AND m.objsubid = 2 AND m.granted
+        -- (the writers' mark: chunked_map's order lock space, src/name_lock.rs)
+        WHERE m.locktype = 'advisory' AND m.classid = 0 AND m.objid = 0
+          AND m.objsubid = 17231 AND m.mode = 'ShareLock' AND m.granted
           AND m.database = (SELECT d.oid FROM pg_catalog.pg_database AS d
                             WHERE d.datname = pg_catalog.current_database())
         UNION ALL
@@ -274,49 +276,31 @@ BEGIN
 END;
 $$;
 
--- The records behind messages, read from chunked_map's storage in one statement (a chunked_read
--- per stream would cost a call each): for each stream and position asked, the record's payload
--- and time; no row for a record that retention or a trim removed. It knows the storage's layout
--- (sql/bootstrap.sql: current_record, and archived_chunk's layout 1, the record with sequence
--- first_seq + i - 1 at index i): chunked_map and this extension ship together, and a new layout
--- must change this function too. Called by the owner's functions only; neither SECURITY DEFINER
--- nor SET, so that the planner inlines it into their statements.
-CREATE FUNCTION message_store.records_at(stream_names text[], positions bigint[])
-RETURNS TABLE (stream_name text, "position" bigint, payload jsonb, at timestamptz)
+-- The record behind a message: its payload and time, read from chunked_map's storage (no
+-- function call per message: a category batch reads a record of each of up to a thousand maps).
+-- It knows the storage's layout (sql/bootstrap.sql: current_record, and archived_chunk's layout
+-- 1, the record with sequence first_seq + i - 1 at index i): chunked_map and this extension ship
+-- together, and a new layout must change this function too. No row for a record the map no
+-- longer holds (retention, a trim, a drop). Called by the owner's functions only; neither
+-- SECURITY DEFINER nor SET, so that the planner inlines it into their statements.
+CREATE FUNCTION message_store.record_at(stream_name text, "position" bigint)
+RETURNS TABLE (payload jsonb, at timestamptz)
 LANGUAGE sql STABLE
 AS $$
-    WITH wanted AS (
-        SELECT w.stream_name COLLATE "C" AS map, w.position + 1 AS seq
-        FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS w(stream_name, position)
-    ), current AS MATERIALIZED (
-        SELECT c.map, c.seq, c.payload, c.at
-        FROM wanted AS w
-        JOIN chunked_map.current_record AS c ON c.map = w.map AND c.seq = w.seq
-    ), chunks AS (
-        -- each archived chunk holding asked records, with the first and the last of them
-        SELECT w.map, k.first_seq, pg_catalog.min(w.seq) AS low, pg_catalog.max(w.seq) AS high
-        FROM wanted AS w
-        CROSS JOIN LATERAL (SELECT a.first_seq FROM chunked_map.archived_chunk AS a
-                            WHERE a.map = w.map AND a.first_seq <= w.seq
-                            ORDER BY a.first_seq DESC LIMIT 1) AS k
-        WHERE NOT EXISTS (SELECT 1 FROM current AS c WHERE c.map = w.map AND c.seq = w.seq)
-        GROUP BY w.map, k.first_seq
-    ), archived AS (
-        -- (each chunk detoasted once: the slice from its first asked record to its last)
-        SELECT k.map, k.low + e.i - 1 AS seq, e.payload, e.at
-        FROM chunks AS k
-        JOIN chunked_map.archived_chunk AS a ON a.map = k.map AND a.first_seq = k.first_seq
-        CROSS JOIN LATERAL ROWS FROM (
-            pg_catalog.unnest(a.payloads[k.low - a.first_seq + 1 : k.high - a.first_seq + 1]),
-            pg_catalog.unnest(a.ats[k.low - a.first_seq + 1 : k.high - a.first_seq + 1])
-        ) WITH ORDINALITY AS e(payload, at, i)
-    )
-    SELECT w.map, w.seq - 1, r.payload, r.at
-    FROM wanted AS w
-    JOIN (SELECT c.map, c.seq, c.payload, c.at FROM current AS c
+    -- the current chunk first; an archived chunk is read only when the record is not there
+    -- (each array detoasted once: OFFSET 0 keeps the subscripts from being computed twice)
+    SELECT r.payload, r.at
+    FROM (SELECT c.payload, c.at FROM chunked_map.current_record AS c
+          WHERE c.map = $1 AND c.seq = $2 + 1
           UNION ALL
-          SELECT a.map, a.seq, a.payload, a.at FROM archived AS a) AS r
-      ON r.map = w.map AND r.seq = w.seq
+          SELECT e.payload, e.at
+          FROM (SELECT a.payloads[$2 + 2 - a.first_seq] AS payload, a.ats[$2 + 2 - a.first_seq] AS at
+                FROM (SELECT f.first_seq, f.payloads, f.ats FROM chunked_map.archived_chunk AS f
+                      WHERE f.map = $1 AND f.first_seq <= $2 + 1
+                      ORDER BY f.first_seq DESC LIMIT 1) AS a
+                OFFSET 0) AS e
+          WHERE e.payload IS NOT NULL) AS r
+    LIMIT 1
 $$;
 
 -- The body of one message (data, metadata, time), or no row (a message whose record retention
@@ -328,42 +312,44 @@ SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT r.payload -> 'data', r.payload -> 'metadata', (r.at AT TIME ZONE 'UTC')::timestamp
     FROM message_store.message_index AS i
-    CROSS JOIN LATERAL message_store.records_at(ARRAY[i.stream_name], ARRAY[i.position]) AS r
+    CROSS JOIN LATERAL message_store.record_at(i.stream_name, i.position) AS r
     WHERE i.stream_name = $1 AND i.position = $2
 $$;
 
 -- Messages of a stream from a position, at most batch_size (-1: all), in position order: as
--- message-db's (position >= the one asked, LIMIT batch_size), over the messages the stream
--- still holds.
+-- message-db's (position >= the one asked, LIMIT batch_size: below -1 is PostgreSQL's 2201W), of
+-- the messages the stream still holds. One chunked_read of the stream's records.
 CREATE FUNCTION message_store.stream_batch(stream_name varchar, "position" bigint, batch_size bigint)
 RETURNS SETOF message_store.message
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    _first bigint;
+    _last bigint;
 BEGIN
+    IF stream_batch.batch_size < -1 THEN
+        PERFORM 1 LIMIT stream_batch.batch_size;
+    END IF;
+    -- from the position asked, or the oldest the map holds (none for a dropped map)
+    SELECT GREATEST(stream_batch.position, s.oldest_seq - 1, 0), s.next_seq - 2 INTO _first, _last
+    FROM chunked_map.map_state AS s WHERE s.map = stream_batch.stream_name;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF stream_batch.batch_size <> -1 THEN
+        _last := LEAST(_last, _first + stream_batch.batch_size - 1);
+    END IF;
     RETURN QUERY
-    WITH batch AS MATERIALIZED (
-        SELECT i.stream_name, i.position, i.type, i.id, i.global_position
-        FROM message_store.message_index AS i
-        WHERE i.stream_name = stream_batch.stream_name
-          AND i.position >= stream_batch.position
-          -- (no record below the oldest the map holds; none at all for a dropped map)
-          AND i.position + 1 >= (SELECT s.oldest_seq FROM chunked_map.map_state AS s
-                                 WHERE s.map = stream_batch.stream_name)
-        ORDER BY i.position
-        LIMIT CASE WHEN stream_batch.batch_size = -1 THEN NULL ELSE stream_batch.batch_size END
-    ), keys AS (
-        SELECT pg_catalog.array_agg(b.stream_name) AS stream_names,
-               pg_catalog.array_agg(b.position) AS positions
-        FROM batch AS b
-    )
-    SELECT b.id::varchar, b.stream_name::varchar, b.type::varchar, b.position, b.global_position,
+    SELECT i.id::varchar, i.stream_name::varchar, i.type::varchar, i.position, i.global_position,
            (r.payload -> 'data')::varchar, (r.payload -> 'metadata')::varchar,
            (r.at AT TIME ZONE 'UTC')::timestamp
-    FROM keys AS k
-    CROSS JOIN LATERAL message_store.records_at(k.stream_names, k.positions) AS r
-    JOIN batch AS b ON b.stream_name = r.stream_name AND b.position = r.position
-    ORDER BY b.position;
+    FROM pg_catalog.generate_series(_first, _last, 10000) AS s(start)
+    CROSS JOIN LATERAL chunked_map.chunked_read(stream_batch.stream_name, s.start,
+                                                LEAST(10000, _last - s.start + 1)::integer) AS r
+    JOIN message_store.message_index AS i
+      ON i.stream_name = stream_batch.stream_name AND i.position = r.seq - 1
+    ORDER BY i.position;
 END;
 $$;
 
@@ -378,33 +364,24 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    -- (in global position order from the index, each message's record read as it comes, until
+    -- the batch is full: a message whose record is gone is passed over)
     RETURN QUERY
-    WITH batch AS MATERIALIZED (
-        SELECT i.stream_name, i.position, i.type, i.id, i.global_position
-        FROM message_store.message_index AS i
-        JOIN chunked_map.map_state AS s ON s.map = i.stream_name AND i.position + 1 >= s.oldest_seq
-        WHERE pg_catalog.split_part(i.stream_name, '-', 1) = category_batch.category
-          AND i.global_position >= category_batch.position
-          AND (category_batch.correlation IS NULL
-               OR i.correlation_category = category_batch.correlation)
-          AND (category_batch.consumer_group_size IS NULL
-               OR pg_catalog.mod(@ message_store.hash_64(message_store.cardinal_id(i.stream_name)),
-                                 category_batch.consumer_group_size::smallint)
-                  = category_batch.consumer_group_member)
-        ORDER BY i.global_position
-        LIMIT CASE WHEN category_batch.batch_size = -1 THEN NULL ELSE category_batch.batch_size END
-    ), keys AS (
-        SELECT pg_catalog.array_agg(b.stream_name) AS stream_names,
-               pg_catalog.array_agg(b.position) AS positions
-        FROM batch AS b
-    )
-    SELECT b.id::varchar, b.stream_name::varchar, b.type::varchar, b.position, b.global_position,
+    SELECT i.id::varchar, i.stream_name::varchar, i.type::varchar, i.position, i.global_position,
            (r.payload -> 'data')::varchar, (r.payload -> 'metadata')::varchar,
            (r.at AT TIME ZONE 'UTC')::timestamp
-    FROM keys AS k
-    CROSS JOIN LATERAL message_store.records_at(k.stream_names, k.positions) AS r
-    JOIN batch AS b ON b.stream_name = r.stream_name AND b.position = r.position
-    ORDER BY b.global_position;
+    FROM message_store.message_index AS i
+    CROSS JOIN LATERAL message_store.record_at(i.stream_name, i.position) AS r
+    WHERE pg_catalog.split_part(i.stream_name, '-', 1) = category_batch.category
+      AND i.global_position >= category_batch.position
+      AND (category_batch.correlation IS NULL
+           OR i.correlation_category = category_batch.correlation)
+      AND (category_batch.consumer_group_size IS NULL
+           OR pg_catalog.mod(@ message_store.hash_64(message_store.cardinal_id(i.stream_name)),
+                             category_batch.consumer_group_size::smallint)
+              = category_batch.consumer_group_member)
+    ORDER BY i.global_position
+    LIMIT CASE WHEN category_batch.batch_size = -1 THEN NULL ELSE category_batch.batch_size END;
 END;
 $$;
 
@@ -769,7 +746,7 @@ REVOKE ALL ON ALL TABLES IN SCHEMA message_store FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION
     message_store.write_message(varchar, varchar, varchar, jsonb, jsonb, bigint),
     message_store.number_messages(),
-    message_store.records_at(text[], bigint[]),
+    message_store.record_at(text, bigint),
     message_store.message_body(text, bigint),
     message_store.stream_batch(varchar, bigint, bigint),
     message_store.category_batch(varchar, bigint, bigint, varchar, bigint, bigint),

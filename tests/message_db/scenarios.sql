@@ -52,6 +52,15 @@ SELECT position FROM get_stream_messages('account-1', 0, -1);
 SELECT id, data, metadata FROM get_stream_messages('account-3');
 SELECT id, data, metadata FROM get_stream_messages('account-4+b');
 SELECT count(*) FROM get_stream_messages('account-99');
+-- edge values: a negative position, a batch size below -1, NULLs for the defaults
+SELECT position FROM get_stream_messages('account-1', -5, 2);
+SELECT position FROM get_stream_messages('account-1', 0, -2);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM get_stream_messages('account-1', NULL, NULL);
+SELECT count(*) FROM get_category_messages('account', 1, -2);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM get_category_messages('account', -3, 2);
+SELECT count(*) FROM get_category_messages('account', NULL, NULL);
 SELECT * FROM get_stream_messages('account');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 

@@ -49,6 +49,17 @@ SELECT position, data FROM get_stream_messages('account-1', 1);
 SELECT position, data FROM get_stream_messages('account-1', 0, 2);
 SELECT position FROM get_stream_messages('account-1', 0, -1);
 SELECT count(*) FROM get_stream_messages('account-99');
+-- edge values: a negative position, a batch size below -1, NULLs for the defaults
+\set VERBOSITY terse
+SELECT position FROM get_stream_messages('account-1', -5, 2);
+SELECT position FROM get_stream_messages('account-1', 0, -2);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM get_stream_messages('account-1', NULL, NULL);
+SELECT count(*) FROM get_category_messages('account', 1, -2);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM get_category_messages('account', -3, 2);
+SELECT count(*) FROM get_category_messages('account', NULL, NULL);
+\set VERBOSITY default
 SELECT * FROM get_stream_messages('account');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 
@@ -141,3 +152,43 @@ RESET message_store.sql_condition;
 -- a stream whose map was dropped: its messages are gone from reads, the others stay
 SELECT chunked_map.chunked_drop('account-3');
 SELECT stream_name, position FROM message_store.get_category_messages('account');
+
+-- messages whose records are in archived chunks (a stream's map has chunks of 100): reads across
+-- chunk boundaries give each message its own record
+DO $$
+BEGIN
+    FOR n IN 0 .. 249 LOOP
+        PERFORM message_store.write_message(pg_catalog.format('00000000-0000-4000-8001-%s', pg_catalog.lpad(n::text, 12, '0')),
+                                            'big-' || (n % 2), 'Counted', pg_catalog.jsonb_build_object('n', n));
+    END LOOP;
+END
+$$;
+SELECT archived_chunks, oldest_seq, next_seq FROM chunked_map.map_state WHERE map = 'big-0';
+SELECT position, data FROM message_store.get_stream_messages('big-0', 97, 5);
+-- every message of the category, its data the record's (n: 2 × position + stream)
+SELECT count(*) AS messages,
+       count(*) FILTER (WHERE (data::jsonb ->> 'n')::int = 2 * position + cardinal_id(stream_name)::int) AS own_data,
+       count(DISTINCT global_position) AS positions
+FROM message_store.get_category_messages('big', 1, -1);
+-- from a global position in the middle, a batch crossing both streams' chunks
+SELECT stream_name, position, data
+FROM message_store.get_category_messages('big', (SELECT global_position FROM message_store.message_index WHERE stream_name = 'big-1' AND position = 98), 6);
+-- a trim: reads go on past what it removed (a category batch never stops at it), positions stay
+SELECT chunked_map.chunked_trim('big-0', 101);
+SELECT position FROM message_store.get_stream_messages('big-0', 0, 3);
+SELECT stream_name, position
+FROM message_store.get_category_messages('big', 1, 4);
+SELECT stream_version('big-0'), (SELECT position FROM get_last_stream_message('big-0'));
+-- retention as on any map: the oldest archived chunk goes
+SELECT chunked_map.chunked_set_retention('big-1', max_records => 20);
+SELECT chunked_map.chunked_apply_retention('big-1');
+SELECT position FROM message_store.get_stream_messages('big-1', 0, 2);
+SELECT count(*) FROM message_store.get_category_messages('big', 1, -1);
+-- the feed follows streams as maps: a consumer of the category gets each message's record
+SELECT chunked_map.chunked_subscribe('big-reader', 'big');
+SELECT count(*) AS records, count(DISTINCT (map, seq)) AS distinct_records,
+       count(*) FILTER (WHERE payload ->> 'type' = 'Counted') AS messages
+FROM chunked_map.chunked_poll('big-reader', 1000);
+SELECT message_store.write_message('00000000-0000-4000-8001-999999999999', 'big-1', 'Counted', '{"n": 250}');
+SELECT map, seq, payload ->> 'type', id FROM chunked_map.chunked_poll('big-reader', 1000);
+SELECT chunked_map.chunked_unsubscribe('big-reader');
