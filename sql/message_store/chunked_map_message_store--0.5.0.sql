@@ -45,6 +45,7 @@ CREATE TYPE message_store.message AS (
 -- Per message: where it is (its stream and position), what reads by category filter on, its
 -- id (unique, as in message-db: the index keeps message-db's name, and so its error), its
 -- order key (the writer's, see above) and its global position, NULL until given.
+CREATE SEQUENCE message_store.write_order;
 CREATE TABLE message_store.message_index (
     stream_name          text   COLLATE "C" NOT NULL,
     position             bigint NOT NULL,
@@ -52,6 +53,10 @@ CREATE TABLE message_store.message_index (
     correlation_category text   COLLATE "C",
     id                   uuid   NOT NULL,
     writer               xid8   NOT NULL,
+    -- the order of writes with one key (the next transaction id moves only when a transaction
+    -- gets an id: the writes of one transaction, and a write made after another transaction's
+    -- on a quiet server, can share it), kept in write order
+    write_order          bigint NOT NULL DEFAULT pg_catalog.nextval('message_store.write_order'),
     global_position      bigint,
     CONSTRAINT messages_stream PRIMARY KEY (stream_name, position)
 );
@@ -62,6 +67,7 @@ CREATE INDEX messages_category ON message_store.message_index
 CREATE INDEX messages_unnumbered ON message_store.message_index (writer) WHERE global_position IS NULL;
 
 SELECT pg_catalog.pg_extension_config_dump('message_store.message_index', '');
+SELECT pg_catalog.pg_extension_config_dump('message_store.write_order', '');
 
 -- ---- message-db's pure functions: the same results, NULL included ----
 
@@ -149,7 +155,6 @@ BEGIN
             COLUMN = CASE WHEN write_message.stream_name IS NULL THEN 'stream_name'
                           WHEN write_message."type" IS NULL THEN 'type' ELSE 'id' END;
     END IF;
-    _message_id := write_message.id::uuid;
     -- the stream is a map, started by its first message (writers of the stream wait for its start)
     IF NOT EXISTS (SELECT 1 FROM chunked_map.map_state AS s WHERE s.map = write_message.stream_name) THEN
         PERFORM chunked_map.chunked_start(write_message.stream_name);
@@ -166,6 +171,8 @@ BEGIN
                 _next_seq - 2;
         END IF;
     END IF;
+    -- (message-db checks the id's form after the version: its insert does)
+    _message_id := write_message.id::uuid;
     -- The append (the stream's writers wait for each other here), then the index row and its
     -- order key (the target list is computed from the row the append returned): the writers'
     -- mark, never waiting, then the next transaction id. A map that remembers the id returns
@@ -192,6 +199,16 @@ BEGIN
             MESSAGE = 'duplicate key value violates unique constraint "messages_id"',
             DETAIL = pg_catalog.format('Key (id)=(%s) already exists.', _message_id),
             SCHEMA = 'message_store', TABLE = 'messages', CONSTRAINT = 'messages_id';
+    END IF;
+    -- a stream is a map of messages only: not a map of records chunked_map's own functions
+    -- appended (its positions would not be the stream's)
+    IF _position > 0 AND NOT EXISTS (SELECT 1 FROM message_store.message_index AS i
+                                     WHERE i.stream_name = write_message.stream_name
+                                       AND i.position = _position - 1) THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'integrity_constraint_violation',
+            MESSAGE = pg_catalog.format('map "%s" holds records that are not messages', write_message.stream_name),
+            HINT = 'A stream of the message store is a map only write_message appends to.';
     END IF;
     RETURN _position;
 END;
@@ -264,7 +281,7 @@ BEGIN
     WHERE b.distance BETWEEN 1 AND 2147483648;
     WITH ranked AS (
         SELECT i.stream_name, i.position,
-               _numbered + pg_catalog.row_number() OVER (ORDER BY i.writer, i.stream_name, i.position) AS global_position
+               _numbered + pg_catalog.row_number() OVER (ORDER BY i.writer, i.write_order) AS global_position
         FROM message_store.message_index AS i
         WHERE i.global_position IS NULL AND i.writer < _horizon::text::xid8
     )
@@ -337,8 +354,8 @@ BEGIN
     IF NOT FOUND THEN
         RETURN;
     END IF;
-    IF stream_batch.batch_size <> -1 THEN
-        _last := LEAST(_last, _first + stream_batch.batch_size - 1);
+    IF stream_batch.batch_size <> -1 AND stream_batch.batch_size <= _last - _first THEN
+        _last := _first + stream_batch.batch_size - 1;
     END IF;
     RETURN QUERY
     SELECT i.id::varchar, i.stream_name::varchar, i.type::varchar, i.position, i.global_position,
@@ -403,7 +420,8 @@ BEGIN
     IF _position IS NULL THEN
         RETURN;
     END IF;
-    RETURN QUERY SELECT * FROM message_store.stream_batch(last_message.stream_name, _position, 1);
+    RETURN QUERY SELECT * FROM message_store.stream_batch(last_message.stream_name, _position, 1) AS m
+                 WHERE m.position = _position;
 END;
 $$;
 

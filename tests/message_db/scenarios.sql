@@ -27,6 +27,9 @@ SELECT write_message('00000000-0000-4000-8000-000000000006', 'account-2', 'Opene
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT write_message('not-a-uuid', 'account-3', 'Opened', '{}');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- (the version is checked before the id's form)
+SELECT write_message('not-a-uuid', 'account-1', 'Opened', '{}', NULL, 99);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT write_message('00000000-0000-4000-8000-000000000001', 'account-1', 'Opened', '{}');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT write_message('00000000-0000-4000-8000-000000000001', 'account-9', 'Opened', '{}');
@@ -57,6 +60,7 @@ SELECT position FROM get_stream_messages('account-1', -5, 2);
 SELECT position FROM get_stream_messages('account-1', 0, -2);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT count(*) FROM get_stream_messages('account-1', NULL, NULL);
+SELECT count(*) FROM get_stream_messages('account-1', 1, 9223372036854775807);
 SELECT count(*) FROM get_category_messages('account', 1, -2);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT count(*) FROM get_category_messages('account', -3, 2);
@@ -137,3 +141,11 @@ SELECT * FROM stream_type_summary;
 SELECT * FROM type_category_summary;
 SELECT * FROM type_stream_summary;
 SELECT * FROM type_summary;
+
+\echo -- one transaction writing two streams of a category: read in the order written
+BEGIN;
+SELECT write_message('00000000-0000-4000-8000-000000000020', 'order-2', 'Placed', '{}');
+SELECT write_message('00000000-0000-4000-8000-000000000021', 'order-1', 'Placed', '{}');
+SELECT write_message('00000000-0000-4000-8000-000000000022', 'order-2', 'Paid', '{}');
+COMMIT;
+SELECT stream_name, type FROM get_category_messages('order');

@@ -27,6 +27,9 @@ SELECT write_message('00000000-0000-4000-8000-000000000006', 'account-2', 'Opene
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT write_message('not-a-uuid', 'account-3', 'Opened', '{}');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- (the version is checked before the id's form)
+SELECT write_message('not-a-uuid', 'account-1', 'Opened', '{}', NULL, 99);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 -- an id is unique over the whole store, as message-db's messages_id index has it
 SELECT write_message('00000000-0000-4000-8000-000000000001', 'account-1', 'Opened', '{}');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
@@ -55,6 +58,7 @@ SELECT position FROM get_stream_messages('account-1', -5, 2);
 SELECT position FROM get_stream_messages('account-1', 0, -2);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT count(*) FROM get_stream_messages('account-1', NULL, NULL);
+SELECT count(*) FROM get_stream_messages('account-1', 1, 9223372036854775807);
 SELECT count(*) FROM get_category_messages('account', 1, -2);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT count(*) FROM get_category_messages('account', -3, 2);
@@ -192,3 +196,33 @@ FROM chunked_map.chunked_poll('big-reader', 1000);
 SELECT message_store.write_message('00000000-0000-4000-8001-999999999999', 'big-1', 'Counted', '{"n": 250}');
 SELECT map, seq, payload ->> 'type', id FROM chunked_map.chunked_poll('big-reader', 1000);
 SELECT chunked_map.chunked_unsubscribe('big-reader');
+
+-- one transaction writing two streams of a category: read in the order written (message-db's)
+BEGIN;
+SELECT message_store.write_message('00000000-0000-4000-8000-000000000020', 'order-2', 'Placed', '{}');
+SELECT message_store.write_message('00000000-0000-4000-8000-000000000021', 'order-1', 'Placed', '{}');
+SELECT message_store.write_message('00000000-0000-4000-8000-000000000022', 'order-2', 'Paid', '{}');
+COMMIT;
+SELECT stream_name, type FROM message_store.get_category_messages('order');
+
+-- a map chunked_map's own functions appended to is not a stream: write_message refuses it, and
+-- appends nothing
+SELECT chunked_map.chunked_start('plain-1');
+SELECT chunked_map.chunked_register('plain-1', '{"x": 1}');
+SELECT message_store.write_message('00000000-0000-4000-8000-000000000023', 'plain-1', 'Opened', '{}');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT seq, payload FROM chunked_map.chunked_read('plain-1', 0, 10);
+
+-- the last message of a type whose record a trim removed: none (not a newer one of another type)
+SELECT message_store.write_message('00000000-0000-4000-8002-000000000000', 'tail-1', 'Opened', '{}');
+DO $$
+BEGIN
+    FOR n IN 1 .. 150 LOOP
+        PERFORM message_store.write_message(pg_catalog.format('00000000-0000-4000-8002-%s', pg_catalog.lpad(n::text, 12, '0')),
+                                            'tail-1', 'Deposited', pg_catalog.jsonb_build_object('n', n));
+    END LOOP;
+END
+$$;
+SELECT chunked_map.chunked_trim('tail-1', 101);
+SELECT count(*) FROM message_store.get_last_stream_message('tail-1', 'Opened');
+SELECT type, position FROM message_store.get_last_stream_message('tail-1', 'Deposited');
