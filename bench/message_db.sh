@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # chunked_map_message_store side by side with message-db 1.3 (from npm, tests/message_db) on one
 # throw-away cluster, in the same run: write_message with 1 writer and with 8 writers on 8
-# streams of one category (message-db serializes them); get_category_messages of 1,000 from a
+# streams of one category (message-db serializes them), autocommit and in a transaction that
+# goes on 1 ms after the write (a handler's own work); get_category_messages of 1,000 from a
 # category of CATEGORY_SIZE among 10 categories; get_stream_messages of 1,000 at the end of a
 # stream of STREAM_SIZE. pgbench, medians of ROUNDS runs of SECONDS s. Prints a markdown table and
 # writes it to bench/results/message_db.md.
@@ -79,6 +80,10 @@ scripts_dir=$base/scripts
 mkdir -p "$scripts_dir"
 echo "SELECT message_store.write_message(gen_random_uuid()::varchar, 'one-' || :client_id, 'Written', '{\"n\": 1}');" >"$scripts_dir/write.sql"
 echo "SELECT message_store.write_message(gen_random_uuid()::varchar, 'hot-' || :client_id, 'Written', '{\"n\": 1}');" >"$scripts_dir/write_hot.sql"
+# a handler's transaction: the write, then 1 ms of the application's own work before the commit
+printf '%s\n' "BEGIN;" \
+    "SELECT message_store.write_message(gen_random_uuid()::varchar, 'hot-' || :client_id, 'Written', '{\"n\": 1}');" \
+    "SELECT pg_sleep(0.001);" "COMMIT;" >"$scripts_dir/write_hot_handler.sql"
 # a batch from a random global position of category cat3
 printf '%s\n' "\\set position random(1, $((category_size * 10 - 10000)))" \
     "SELECT count(*) FROM message_store.get_category_messages('cat3', :position, 1000);" >"$scripts_dir/category.sql"
@@ -117,6 +122,7 @@ figure() { # figure LABEL CLIENTS SCRIPT
 }
 figure "write_message, each client its own stream" 1 write.sql
 figure "write_message, 8 streams of one category" 8 write_hot.sql
+figure "write_message then 1 ms of work before commit, 8 streams of one category" 8 write_hot_handler.sql
 figure "get_category_messages, 1,000 from a random position" 1 category.sql
 figure "get_stream_messages, the last 1,000 of the stream" 1 stream.sql
 echo

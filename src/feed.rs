@@ -255,43 +255,43 @@ fn member_locked_on_citus(
     consumer: &str,
     (member, group_size): (i32, i32),
 ) -> bool {
-    let lock = || {
-        session
-            .run(
-                &feed_statements::MEMBER_HORIZON,
-                (consumer, group_size, member),
-            )
-            .first()
-            .is_some()
-    };
-    if lock() {
-        return true;
-    }
-    let exists = session
-        .run(
-            &feed_statements::MEMBER_EXISTS,
+    lock_member(session, consumer, (member, group_size), || {
+        session.run(
+            &feed_statements::ADD_MEMBER_ON_CITUS,
             (consumer, group_size, member),
-        )
-        .first()
-        .is_some_and(|(exists,)| exists);
-    if exists {
-        return false;
-    }
-    session.run(
-        &feed_statements::ADD_MEMBER_ON_CITUS,
-        (consumer, group_size, member),
-    );
-    lock()
+        );
+    })
+    .is_some()
 }
 
 /// The member's horizon, locked for this poll (made on its first poll; for a consumer restored
 /// from a dump, after it starts over from its positions); `None` when another poll holds it.
-/// Only a member's very first poll can wait: for another first poll of the same member.
 fn member_horizon(
     session: &Session,
     consumer: &str,
     category: Option<&str>,
     (member, group_size): (i32, i32),
+) -> Option<i64> {
+    lock_member(session, consumer, (member, group_size), || {
+        let has_horizon = session
+            .run(&feed_statements::HAS_HORIZON, (consumer,))
+            .first()
+            .is_some_and(|(has,)| has);
+        if !has_horizon {
+            session.run(&feed_statements::RESTORED_HORIZON, (consumer, category));
+        }
+        session.run(&feed_statements::ADD_MEMBER, (consumer, group_size, member));
+    })
+}
+
+/// The member's row locked for this poll, its horizon; made by `add` on the member's first poll.
+/// `None` when another poll holds it. Only a member's very first poll can wait: for another
+/// first poll of the same member.
+fn lock_member(
+    session: &Session,
+    consumer: &str,
+    (member, group_size): (i32, i32),
+    add: impl FnOnce(),
 ) -> Option<i64> {
     let lock = || {
         session
@@ -316,14 +316,7 @@ fn member_horizon(
         // held by another poll
         return None;
     }
-    let has_horizon = session
-        .run(&feed_statements::HAS_HORIZON, (consumer,))
-        .first()
-        .is_some_and(|(has,)| has);
-    if !has_horizon {
-        session.run(&feed_statements::RESTORED_HORIZON, (consumer, category));
-    }
-    session.run(&feed_statements::ADD_MEMBER, (consumer, group_size, member));
+    add();
     lock()
 }
 

@@ -12,6 +12,7 @@ pub use postgres::{Client, NoTls};
 use serde_json::Value;
 
 pub mod citus;
+pub mod dice;
 pub mod page;
 
 pub const SUPERUSER: &str = "postgres";

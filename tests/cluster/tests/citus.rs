@@ -14,6 +14,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
 use chunked_map_cluster_tests::citus::CitusCluster;
+use chunked_map_cluster_tests::dice::Dice;
 use chunked_map_cluster_tests::page::{
     all_pages_text, all_seqs, fixture_pages_now, fixture_pages_then, without_time,
 };
@@ -968,18 +969,6 @@ type FedRecord = (String, i64, String);
 
 /// What each member of each consumer was delivered: by (consumer, member).
 type Deliveries = BTreeMap<(String, i32), Vec<FedRecord>>;
-
-/// A small deterministic generator (no timer, no entropy).
-struct Dice(u64);
-
-impl Dice {
-    fn roll(&mut self, sides: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % sides
-    }
-}
 
 /// One poll through `client` in a transaction of its own: what it delivered, if its commit
 /// succeeded (an error anywhere: nothing was acknowledged, `None`).

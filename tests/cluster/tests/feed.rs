@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use chunked_map_cluster_tests::dice::Dice;
 use chunked_map_cluster_tests::{pg_bin, Client, Cluster};
 
 const CATEGORIES: [&str; 3] = ["order", "account", "cart"];
@@ -26,18 +27,6 @@ fn map_name(i: usize) -> String {
 
 fn category(map: &str) -> &str {
     map.split('-').next().unwrap_or(map)
-}
-
-/// A small deterministic generator (no timer, no entropy: the run is the same every time).
-struct Dice(u64);
-
-impl Dice {
-    fn roll(&mut self, sides: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % sides
-    }
 }
 
 /// One poll in its own transaction, committed: what it delivered (empty when nothing).

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
+use chunked_map_cluster_tests::dice::Dice;
 use chunked_map_cluster_tests::{Client, Cluster};
 
 const STREAMS: usize = 40;
@@ -21,18 +22,6 @@ type Read = (i64, String, i64, String);
 
 /// What each reader got: by (category, member).
 type Reads = BTreeMap<(String, i64), Vec<Read>>;
-
-/// A small deterministic generator (no timer, no entropy).
-struct Dice(u64);
-
-impl Dice {
-    fn roll(&mut self, sides: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % sides
-    }
-}
 
 fn store(cluster: &Cluster, database: &str) -> Client {
     let mut client = cluster.database(database);
