@@ -61,12 +61,11 @@ CREATE TABLE message_store.message_index (
     CONSTRAINT messages_stream PRIMARY KEY (stream_name, position)
 );
 CREATE UNIQUE INDEX messages_id ON message_store.message_index (id);
--- (what has a global position only: a write adds no entry to these, its numbering does)
-CREATE UNIQUE INDEX messages_global_position ON message_store.message_index (global_position)
-    WHERE global_position IS NOT NULL;
+CREATE UNIQUE INDEX messages_global_position ON message_store.message_index (global_position);
+-- (not partial: a generic plan of the category batch, whose position is a parameter, would not
+-- walk a partial index in order)
 CREATE INDEX messages_category ON message_store.message_index
-    (pg_catalog.split_part(stream_name, '-', 1), global_position)
-    WHERE global_position IS NOT NULL;
+    (pg_catalog.split_part(stream_name, '-', 1), global_position);
 CREATE INDEX messages_unnumbered ON message_store.message_index (writer) WHERE global_position IS NULL;
 
 SELECT pg_catalog.pg_extension_config_dump('message_store.message_index', '');
