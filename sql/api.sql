@@ -33,6 +33,14 @@ RETURNS TABLE (seq bigint, duplicate boolean)
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_register_once_wrapper';
 
+-- (0.5) Appends with an id the map does not remember (never looked up: chunked_register_once
+-- does not find it), kept with the record only: for a writer that keeps its ids unique itself,
+-- the message store (docs/message-db.md). Owner-only, like every function.
+CREATE FUNCTION chunked_map.chunked_register_with_id(map text, payload jsonb, id text)
+RETURNS bigint
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_register_with_id_wrapper';
+
 CREATE FUNCTION chunked_map.chunked_register_many_once(map text, payloads jsonb[], ids text[])
 RETURNS TABLE (seq bigint, duplicate boolean)
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE

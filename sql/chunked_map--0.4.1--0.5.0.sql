@@ -213,6 +213,12 @@ CREATE FUNCTION chunked_map.chunked_try_numbering_lock()
 RETURNS boolean
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_try_numbering_lock_wrapper';
+-- (0.5) An append whose id the map does not remember: the message store keeps its ids unique.
+CREATE FUNCTION chunked_map.chunked_register_with_id(map text, payload jsonb, id text)
+RETURNS bigint
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_register_with_id_wrapper';
 REVOKE EXECUTE ON FUNCTION chunked_map.chunked_next_transaction_id(),
                            chunked_map.chunked_order_key(),
-                           chunked_map.chunked_try_numbering_lock() FROM PUBLIC;
+                           chunked_map.chunked_try_numbering_lock(),
+                           chunked_map.chunked_register_with_id(text, jsonb, text) FROM PUBLIC;

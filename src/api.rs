@@ -8,7 +8,7 @@
 //! instead of quietly returning NULL. Callers are granted EXECUTE on functions, never
 //! privileges on the storage tables.
 
-use crate::append;
+use crate::append::{self, RecordId};
 use crate::error::OrRaise;
 use crate::feed;
 use crate::input::{self, required, ConsumerName, MapName};
@@ -67,8 +67,23 @@ sql_function!(
         let map = MapName::parse(call.text(0)).or_raise();
         let payload = required(call.jsonb(1), "payload").or_raise();
         let id = input::record_id(required(call.text(2), "id").or_raise()).or_raise();
-        let registered = append::append(map, payload, call.int8(3), Some(id));
+        let registered = append::append(map, payload, call.int8(3), Some(RecordId::Once(id)));
         call.returns_rows(std::iter::once(registered_row(registered)))
+    }
+);
+
+// (0.5) Appends one record carrying an id the map does not remember (no lookup, nothing kept
+// but the record's own id): its caller keeps ids unique — the message store, whose index of
+// message ids does. Owner-only: `chunked_register_once` does not find these ids.
+sql_function!(
+    pg_finfo_chunked_register_with_id_wrapper,
+    chunked_register_with_id_wrapper,
+    |call| {
+        call.writes(c"chunked_register_with_id()");
+        let map = MapName::parse(call.text(0)).or_raise();
+        let payload = required(call.jsonb(1), "payload").or_raise();
+        let id = input::record_id(required(call.text(2), "id").or_raise()).or_raise();
+        call.returns_bigint(append::append(map, payload, None, Some(RecordId::Kept(id))).seq)
     }
 );
 

@@ -114,31 +114,58 @@ fn transaction_time() -> i64 {
     unsafe { pgrx::pg_sys::GetCurrentTransactionStartTimestamp() }
 }
 
+/// A record's id, and what the append does with it.
+#[derive(Debug, Clone, Copy)]
+pub enum RecordId<'a> {
+    /// Remembered by the map (`record_ids`): an id it remembers appends nothing.
+    Once(&'a str),
+    /// Kept with the record only, never looked up: its writer keeps its ids unique (the message
+    /// store's index of message ids does, docs/message-db.md).
+    Kept(&'a str),
+}
+
+impl<'a> RecordId<'a> {
+    fn value(self) -> &'a str {
+        match self {
+            RecordId::Once(id) | RecordId::Kept(id) => id,
+        }
+    }
+
+    /// The id the map must look up and remember, if any.
+    fn remembered(self) -> Option<&'a str> {
+        match self {
+            RecordId::Once(id) => Some(id),
+            RecordId::Kept(_) => None,
+        }
+    }
+}
+
 /// Appends one record and returns its sequence number; with `expected_last_seq`, only if the
-/// map's newest sequence is that (0: an empty map), the optimistic append; with `id`, only if
-/// the map does not remember that id (`record_ids`), else it answers with the sequence the id
-/// was appended as. The one append of a record: lock the map, look the id up, check the
+/// map's newest sequence is that (0: an empty map), the optimistic append; with an id to
+/// remember (`RecordId::Once`), only if the map does not remember that id (`record_ids`), else
+/// it answers with the sequence the id was appended as. The one append of a record: lock the map, look the id up, check the
 /// expectation, make room (archive a full chunk), write the record (see [`Way`]), remember its
 /// id, record what the feed and the commit's notification need.
 ///
-/// Directly, the common case (no id) is one call that locks without waiting and writes; where
-/// it cannot (another transaction holds the map, the map does not exist, its chunk is full), or
-/// where an id must be looked up first, the lock is taken by `lock` (which waits up to
+/// Directly, the common case (no id to look up) is one call that locks without waiting and
+/// writes; where it cannot (another transaction holds the map, the map does not exist, its chunk
+/// is full), or where an id must be looked up first, the lock is taken by `lock` (which waits up to
 /// `chunked_map.lock_timeout` or says why not), the chunk archived, and the record written by
 /// the same way.
 pub fn append(
     map: MapName<'_>,
     payload: Jsonb<'_>,
     expected_last_seq: Option<i64>,
-    id: Option<&str>,
+    id: Option<RecordId<'_>>,
 ) -> Registered {
+    let remembered = id.and_then(RecordId::remembered);
     let payload = input::payload(payload, guc::payload_limit()).or_raise();
     let max_chunk_bytes = guc::max_chunk_bytes();
     let way = Way::on_this_server();
     let record = NewRecord {
         payload,
         at: transaction_time(),
-        id,
+        id: id.map(RecordId::value),
     };
     // Sequences only grow: an expectation below the newest sequence this transaction sees can
     // never come true, whoever holds the map now. It is refused before the map's lock is taken:
@@ -147,7 +174,7 @@ pub fn append(
     // that wrote the map holds it already: nobody else can move it, and the expectation is
     // compared under the lock. (An append with an id is a retry, perhaps: the id is looked up
     // before the expectation is compared, under the lock.)
-    if let (Some(expected), None) = (expected_last_seq, id) {
+    if let (Some(expected), None) = (expected_last_seq, remembered) {
         if xact::written(map.as_str()).is_none() {
             statements::connect(|session| {
                 if let Some(next_seq) = state::next_seq_for_writer(session, map.as_str()) {
@@ -158,7 +185,7 @@ pub fn append(
             });
         }
     }
-    if way == Way::Direct && id.is_none() {
+    if way == Way::Direct && remembered.is_none() {
         statements::check_sql_objects_once();
         let at = xact::written(map.as_str());
         match direct_append::write(map.as_str(), record, max_chunk_bytes, at, expected_last_seq) {
@@ -178,7 +205,9 @@ pub fn append(
     }
     let written = statements::connect(|session| {
         let state = lock::lock_existing_map(session, map);
-        if let Some(seq) = id.and_then(|id| record_ids::appended_as(session, map.as_str(), id)) {
+        if let Some(seq) =
+            remembered.and_then(|id| record_ids::appended_as(session, map.as_str(), id))
+        {
             return UnderLock::AppendedBefore {
                 seq,
                 tid: state.tid,
@@ -213,7 +242,7 @@ pub fn append(
             },
             Way::Sql => writes::write_record(session, map.as_str(), &state, record),
         };
-        if let Some(id) = id {
+        if let Some(id) = remembered {
             record_ids::remember(session, map.as_str(), id, written.seq);
         }
         record_move(session, map, written.followed);

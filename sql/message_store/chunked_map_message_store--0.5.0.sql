@@ -177,31 +177,31 @@ BEGIN
     _message_id := write_message.id::uuid;
     -- The append (the stream's writers wait for each other here), then the index row and its
     -- order key (the target list is computed from the row the append returned): the writers'
-    -- mark, never waiting, then the next transaction id. A map that remembers the id returns
-    -- duplicate (no row); an id of another stream fails on messages_id.
+    -- mark, never waiting, then the next transaction id. The record keeps the message's id,
+    -- which the map does not remember (no lookup): an id written before, to this stream or
+    -- another, fails on messages_id, message-db's error, and the append goes with the
+    -- transaction (or savepoint) the error ends.
     INSERT INTO message_store.message_index
         (stream_name, position, type, correlation_category, id, writer)
     SELECT write_message.stream_name, r.seq - 1, write_message."type",
            pg_catalog.split_part(write_message.metadata ->> 'correlationStreamName', '-', 1),
            _message_id,
            chunked_map.chunked_order_key()::text::xid8
-    FROM chunked_map.chunked_register_once(
+    FROM chunked_map.chunked_register_with_id(
              write_message.stream_name,
-             pg_catalog.jsonb_build_object('type', write_message."type")
-                 || CASE WHEN write_message.data IS NULL THEN '{}'::jsonb
-                         ELSE pg_catalog.jsonb_build_object('data', write_message.data) END
-                 || CASE WHEN write_message.metadata IS NULL THEN '{}'::jsonb
-                         ELSE pg_catalog.jsonb_build_object('metadata', write_message.metadata) END,
-             _message_id::text) AS r
-    WHERE NOT r.duplicate
+             CASE WHEN write_message.metadata IS NULL AND write_message.data IS NULL
+                  THEN pg_catalog.jsonb_build_object('type', write_message."type")
+                  WHEN write_message.metadata IS NULL
+                  THEN pg_catalog.jsonb_build_object('type', write_message."type",
+                                                     'data', write_message.data)
+                  WHEN write_message.data IS NULL
+                  THEN pg_catalog.jsonb_build_object('type', write_message."type",
+                                                     'metadata', write_message.metadata)
+                  ELSE pg_catalog.jsonb_build_object('type', write_message."type",
+                                                     'data', write_message.data,
+                                                     'metadata', write_message.metadata) END,
+             _message_id::text) AS r(seq)
     RETURNING message_index.position INTO _position;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION USING
-            ERRCODE = 'unique_violation',
-            MESSAGE = 'duplicate key value violates unique constraint "messages_id"',
-            DETAIL = pg_catalog.format('Key (id)=(%s) already exists.', _message_id),
-            SCHEMA = 'message_store', TABLE = 'messages', CONSTRAINT = 'messages_id';
-    END IF;
     -- a stream is a map of messages only: not a map of records chunked_map's own functions
     -- appended (its positions would not be the stream's)
     IF _position > 0 AND NOT EXISTS (SELECT 1 FROM message_store.message_index AS i

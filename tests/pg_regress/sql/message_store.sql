@@ -25,6 +25,38 @@ SELECT chunked_map.chunked_read('account-5', 0, 10);
 SELECT count(*) FROM message_store.message_index;
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 RESET ROLE;
+-- what only the message store calls is the owner's: the append whose ids the map does not
+-- remember, the order key, the numbering lock, the next id; a role that may use the schema (as a
+-- writer of maps does) still cannot call them
+CREATE ROLE message_store_probe;
+GRANT USAGE ON SCHEMA chunked_map TO message_store_probe;
+SET ROLE message_store_probe;
+SELECT chunked_map.chunked_register_with_id('account-5', '{}', 'x');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT chunked_map.chunked_order_key();
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT chunked_map.chunked_try_numbering_lock();
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT chunked_map.chunked_next_transaction_id();
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+RESET ROLE;
+REVOKE USAGE ON SCHEMA chunked_map FROM message_store_probe;
+DROP ROLE message_store_probe;
+
+-- an id written before fails on messages_id after the append: the savepoint the error ends
+-- takes the append with it, and the stream goes on at the next position
+BEGIN;
+SELECT message_store.write_message('00000000-0000-4000-8000-000000000014', 'retry-1', 'Opened', '{}');
+SAVEPOINT retry;
+\set VERBOSITY terse
+SELECT message_store.write_message('00000000-0000-4000-8000-000000000014', 'retry-1', 'Opened', '{}');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+\set VERBOSITY default
+ROLLBACK TO SAVEPOINT retry;
+SELECT message_store.write_message('00000000-0000-4000-8000-000000000015', 'retry-1', 'Deposited', '{}');
+COMMIT;
+SELECT seq, payload, id FROM chunked_map.chunked_read('retry-1', 0, 10);
+SELECT position, type FROM message_store.get_stream_messages('retry-1');
 
 -- a read-only transaction (or a hot standby) reads what was numbered, and numbers nothing
 BEGIN READ ONLY;
