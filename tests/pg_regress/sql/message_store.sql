@@ -135,3 +135,16 @@ $$;
 SELECT chunked_map.chunked_trim('tail-1', 101);
 SELECT count(*) FROM message_store.get_last_stream_message('tail-1', 'Opened');
 SELECT type, position FROM message_store.get_last_stream_message('tail-1', 'Deposited');
+
+-- the last global position given is kept in one row, moved by every numbering; without it (a
+-- row deleted by hand) numbering goes on after the greatest position the messages have
+SELECT count(*) FROM message_store.get_category_messages('tail');
+SELECT s.last_global_position = max(i.global_position) AS kept, count(*) - count(i.global_position) AS unnumbered
+FROM message_store.numbering_state AS s, message_store.message_index AS i GROUP BY s.last_global_position;
+DELETE FROM message_store.numbering_state;
+SELECT message_store.write_message('00000000-0000-4000-8003-000000000000', 'tail-2', 'Opened', '{}');
+SELECT count(*) FROM message_store.get_category_messages('tail');
+SELECT m.global_position - (SELECT max(i.global_position) FROM message_store.message_index AS i
+                            WHERE i.stream_name <> 'tail-2') AS after_the_greatest,
+       (SELECT s.last_global_position FROM message_store.numbering_state AS s) = m.global_position AS kept
+FROM message_store.get_stream_messages('tail-2') AS m;
