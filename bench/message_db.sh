@@ -44,9 +44,10 @@ log "chunked_map_message_store into database chunked"
 sql postgres -c "CREATE DATABASE chunked"
 sql chunked -c "CREATE EXTENSION chunked_map" -c "CREATE EXTENSION chunked_map_message_store"
 
-fill() { # fill DATABASE: 10 categories of category_size, one stream of stream_size, committed
-    # every 1,000 messages (a transaction that starts 10,000 streams would need 10,000 locks)
-    local database=$1
+fill() { # fill DATABASE [STATEMENT]: 10 categories of category_size, one stream of stream_size,
+    # committed every 1,000 messages (a transaction that starts 10,000 streams would need 10,000
+    # locks), STATEMENT run after each commit (chunked: the numbering a reader would do)
+    local database=$1 after=${2:-}
     sql "$database" -c "
         DO \$\$
         BEGIN
@@ -56,6 +57,7 @@ fill() { # fill DATABASE: 10 categories of category_size, one stream of stream_s
                                                     'Filled', jsonb_build_object('n', n))
                 FROM generate_series(batch * 1000 + 1, LEAST((batch + 1) * 1000, $category_size * 10)) AS n;
                 COMMIT;
+                $after
             END LOOP;
             FOR batch IN 0 .. ($stream_size - 1) / 1000 LOOP
                 PERFORM message_store.write_message(gen_random_uuid()::varchar, 'long-1', 'Filled',
@@ -67,13 +69,19 @@ fill() { # fill DATABASE: 10 categories of category_size, one stream of stream_s
         \$\$" >/dev/null
     sql "$database" -c "VACUUM ANALYZE" >/dev/null
 }
+# (chunked: global positions are given by reads, as consumers of a live store give them: a
+# numbering after each batch of 1,000, so that the index rows it rewrites are vacuumed like the
+# rest, not rewritten all at once after the VACUUM)
 for database in message_db chunked; do
     log "filling $database: $((category_size * 10)) messages in 10 categories, and a stream of $stream_size"
     start=$(date +%s)
-    fill "$database"
+    if [ "$database" = chunked ]; then
+        fill "$database" "PERFORM message_store.number_messages(); COMMIT;"
+    else
+        fill "$database"
+    fi
     echo "$database filled in $(($(date +%s) - start)) s"
 done
-# give the global positions (chunked: a read does it; the first one numbers everything)
 sql chunked -c "SELECT count(*) FROM message_store.get_category_messages('cat3', 1, 1)" >/dev/null
 
 scripts_dir=$base/scripts
@@ -125,5 +133,37 @@ figure "write_message, 8 streams of one category" 8 write_hot.sql
 figure "write_message then 1 ms of work before commit, 8 streams of one category" 8 write_hot_handler.sql
 figure "get_category_messages, 1,000 from a random position" 1 category.sql
 figure "get_stream_messages, the last 1,000 of the stream" 1 stream.sql
+
+# Instructions per write_message, counted by callgrind (wall-clock time on this machine moves with
+# its neighbours; instructions do not): a single-user backend of the same cluster (stopped for
+# it) runs N1, then N2 autocommit writes to one stream; (total(N2) - total(N1)) / (N2 - N1) is
+# the cost of one write, the statement, its uuid and commit included.
+command -v valgrind >/dev/null || as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind
+scripts/pgcluster.sh stop "$base" >/dev/null
+counted=$base/callgrind
+mkdir -p "$counted"
+if is_root; then chown postgres: "$counted"; fi
+instructions() { # instructions DATABASE N: callgrind's total for N writes
+    local database=$1 n=$2 input=$counted/$1-$2.sql
+    for _ in $(seq "$n"); do
+        echo "SELECT message_store.write_message(gen_random_uuid()::varchar, 'counted-1', 'Written', '{\"n\": 1}');"
+    done >"$input"
+    chmod a+r "$input"
+    as_server_owner valgrind --tool=callgrind --callgrind-out-file="$counted/$1-$2.out" \
+        "$PGBIN/postgres" --single -D "$base/data" "$database" <"$input" >/dev/null 2>&1
+    sed -n 's/^summary: \([0-9]*\)$/\1/p' "$counted/$1-$2.out"
+}
+per_write() { # per_write DATABASE
+    local low high
+    low=$(instructions "$1" 100)
+    high=$(instructions "$1" 300)
+    echo $(((high - low) / 200))
+}
+theirs=$(per_write message_db)
+ours=$(per_write chunked)
+{
+    echo
+    echo "Instructions per autocommit write_message (callgrind, single-user backend, uuid and commit included): message-db $theirs, chunked_map $ours ($(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')×)."
+} | tee -a "$results"
 echo
 echo "written to $results"

@@ -6,6 +6,10 @@
 //! are on its node; where an update added it and `chunked_distribute()` has not run since, every
 //! use of ids says so: `citus::tables_are_distributed`.)
 //!
+//! (An append may also keep an id with its record without the map remembering it,
+//! `append::RecordId::Kept`: the message store's writes, whose ids its own index keeps unique.
+//! Those ids are never looked up here.)
+//!
 //! **Which ids a map remembers.** Those of its newest `id_window` records (`map_state`, 10,000
 //! unless its owner sets another with `chunked_set_id_window`; NULL: every record it keeps), in
 //! `record_id`, one row per record appended with an id. Ids below the window are forgotten when

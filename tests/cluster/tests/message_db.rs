@@ -28,29 +28,8 @@ fn message_db_database_dir() -> PathBuf {
     dir.join("node_modules/@eventide/message-db/database")
 }
 
-/// Everything psql prints for `file` against `database`, errors in their place.
-fn psql_transcript(cluster: &Cluster, database: &str, file: &Path) -> String {
-    let output = Command::new("bash")
-        .arg("-c")
-        .arg(r#""$0" -X -a -v ON_ERROR_STOP=0 -d "$1" -f "$2" 2>&1"#)
-        .arg(pg_bin("psql"))
-        .arg(database)
-        .arg(file)
-        .env("PGHOST", cluster.socket_dir())
-        .env("PGPORT", cluster.port().to_string())
-        .env("PGUSER", SUPERUSER)
-        .env("PGOPTIONS", "-c client_min_messages=warning")
-        .output()
-        .expect("psql");
-    assert!(output.status.success(), "psql {database}");
-    // psql names the file in each error line: the same file, the same line numbers
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-#[test]
-fn message_db_scenarios_print_the_same_on_chunked_map_as_on_message_db_1_3() {
-    let cluster = Cluster::start();
-    // message-db itself, as its installer makes it
+/// message-db itself, as its installer makes it, into database `message_db`.
+fn install_message_db(cluster: &Cluster) {
     let installer = message_db_database_dir();
     let path = format!(
         "{}:{}",
@@ -73,6 +52,31 @@ fn message_db_scenarios_print_the_same_on_chunked_map_as_on_message_db_1_3() {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// Everything psql prints for `file` against `database`, errors in their place.
+fn psql_transcript(cluster: &Cluster, database: &str, file: &Path) -> String {
+    let output = Command::new("bash")
+        .arg("-c")
+        .arg(r#""$0" -X -a -v ON_ERROR_STOP=0 -d "$1" -f "$2" 2>&1"#)
+        .arg(pg_bin("psql"))
+        .arg(database)
+        .arg(file)
+        .env("PGHOST", cluster.socket_dir())
+        .env("PGPORT", cluster.port().to_string())
+        .env("PGUSER", SUPERUSER)
+        .env("PGOPTIONS", "-c client_min_messages=warning")
+        .output()
+        .expect("psql");
+    assert!(output.status.success(), "psql {database}");
+    // psql names the file in each error line: the same file, the same line numbers
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn message_db_scenarios_print_the_same_on_chunked_map_as_on_message_db_1_3() {
+    let cluster = Cluster::start();
+    install_message_db(&cluster);
     // chunked_map's, in a database of its own
     cluster
         .database("chunked")
@@ -166,4 +170,112 @@ fn message_db_py_from_pypi_works_unchanged_against_chunked_map() {
         "message-db-py against chunked_map_message_store:\n{stdout}{}",
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// What a store holds, printed the same way on both: each stream's messages in position order
+/// (id, type, position, data, metadata) and each category's ids in global position order.
+fn store_contents(client: &mut postgres::Client) -> String {
+    client
+        .batch_execute("SET search_path = message_store, public")
+        .expect("search_path");
+    let streams: Vec<String> = client
+        .query(
+            "SELECT DISTINCT stream_name::text FROM message_store.messages ORDER BY 1",
+            &[],
+        )
+        .expect("streams")
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let mut printed = String::new();
+    for stream in &streams {
+        let row = client
+            .query_one(
+                "SELECT string_agg(pg_catalog.format('%s %s %s %s %s %s', m.id, m.stream_name, m.type,
+                                                     m.position, m.data, m.metadata), E'\\n'
+                                   ORDER BY m.position)
+                 FROM message_store.get_stream_messages($1, 0, -1) AS m",
+                &[stream],
+            )
+            .expect("a stream's messages");
+        printed.push_str(&row.get::<_, String>(0));
+        printed.push('\n');
+    }
+    for category in ["account", "order"] {
+        let row = client
+            .query_one(
+                "SELECT string_agg(m.id, ' ' ORDER BY m.global_position)
+                 FROM message_store.get_category_messages($1, 1, -1) AS m",
+                &[&category],
+            )
+            .expect("a category's messages");
+        printed.push_str(&format!("{category}: {}\n", row.get::<_, String>(0)));
+    }
+    printed
+}
+
+#[test]
+fn a_message_db_database_moves_over_with_its_streams_positions_and_category_order() {
+    let cluster = Cluster::start();
+    install_message_db(&cluster);
+    // message-db's messages: two categories, streams of several hundred messages (archived
+    // chunks on chunked_map's side), metadata or none, more than one import transaction
+    let mut theirs = cluster.connect("message_db");
+    theirs
+        .batch_execute(
+            "SET search_path = message_store, public;
+             SELECT message_store.write_message(
+                        pg_catalog.format('00000000-0000-4000-8000-%s', pg_catalog.lpad(n::text, 12, '0')),
+                        CASE WHEN n % 3 = 0 THEN 'order-' || (n % 4) ELSE 'account-' || (n % 5) END,
+                        CASE WHEN n % 2 = 0 THEN 'Opened' ELSE 'Deposited' END,
+                        pg_catalog.jsonb_build_object('n', n),
+                        CASE WHEN n % 7 = 0 THEN NULL
+                             ELSE pg_catalog.jsonb_build_object('correlationStreamName', 'other-' || n) END)
+             FROM pg_catalog.generate_series(1, 2500) AS n;",
+        )
+        .expect("message-db's writes");
+    // the recipe's copy, then the recipe
+    let mut copied = Vec::new();
+    std::io::Read::read_to_end(
+        &mut theirs
+            .copy_out(
+                "COPY (SELECT global_position, position, time, stream_name, type, data, metadata, id
+                       FROM message_store.messages) TO STDOUT",
+            )
+            .expect("copy out"),
+        &mut copied,
+    )
+    .expect("read the copy");
+    let mut ours = cluster.database("chunked");
+    ours.batch_execute(
+        "CREATE EXTENSION chunked_map_message_store;
+         CREATE SCHEMA message_db_import;
+         CREATE TABLE message_db_import.messages (global_position bigint, position bigint,
+             time timestamp, stream_name text, type text, data jsonb, metadata jsonb, id uuid);",
+    )
+    .expect("the import's table");
+    let mut writer = ours
+        .copy_in("COPY message_db_import.messages FROM STDIN")
+        .expect("copy in");
+    std::io::Write::write_all(&mut writer, &copied).expect("write the copy");
+    writer.finish().expect("finish the copy");
+    let recipe = repo_root().join("sql/message_store/import-from-message-db.sql");
+    let output = Command::new(pg_bin("psql"))
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", "chunked", "-f"])
+        .arg(&recipe)
+        .env("PGHOST", cluster.socket_dir())
+        .env("PGPORT", cluster.port().to_string())
+        .env("PGUSER", SUPERUSER)
+        .output()
+        .expect("psql");
+    assert!(
+        output.status.success(),
+        "the import recipe failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let theirs = store_contents(&mut theirs);
+    let ours = store_contents(&mut ours);
+    assert_eq!(theirs.lines().count(), 2500 + 2, "every message printed");
+    assert_eq!(ours, theirs, "the store after the import is message-db's");
 }

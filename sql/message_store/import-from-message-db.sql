@@ -1,0 +1,38 @@
+-- Recipe: move a message-db 1.3 database's messages into chunked_map_message_store
+-- (docs/message-db.md, "Moving a message-db database over"). Run as the extension's owner in
+-- the new database, after copying message-db's table into message_db_import.messages:
+--
+--   in message-db's database:
+--     \copy (SELECT global_position, position, time, stream_name, type, data, metadata, id FROM message_store.messages) TO 'messages.copy'
+--   in the new one:
+--     CREATE SCHEMA message_db_import;
+--     CREATE TABLE message_db_import.messages (global_position bigint, position bigint,
+--         time timestamp, stream_name text, type text, data jsonb, metadata jsonb, id uuid);
+--     \copy message_db_import.messages FROM 'messages.copy'
+--     \i import-from-message-db.sql
+--
+-- Every message is written again, in message-db's global position order, committing every
+-- thousand (a stream's first message locks its name until the commit). Ids, streams,
+-- positions, types, data and metadata are kept; global positions are given anew in the same
+-- order; times are the import's. A stream that does not start at position 0 (message-db's
+-- messages deleted by hand) stops the import with the stream named.
+DO $$
+DECLARE
+    m record;
+    n bigint := 0;
+    _position bigint;
+BEGIN
+    FOR m IN SELECT i.id, i.stream_name, i.type, i.data, i.metadata, i.position
+             FROM message_db_import.messages AS i ORDER BY i.global_position LOOP
+        _position := message_store.write_message(m.id::varchar, m.stream_name, m.type, m.data, m.metadata);
+        IF _position <> m.position THEN
+            RAISE EXCEPTION 'stream % has message % at position %, written at %',
+                m.stream_name, m.id, m.position, _position;
+        END IF;
+        n := n + 1;
+        IF n % 1000 = 0 THEN
+            COMMIT;
+        END IF;
+    END LOOP;
+END
+$$;
