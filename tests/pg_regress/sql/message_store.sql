@@ -85,6 +85,11 @@ BEGIN
 END
 $$;
 SELECT archived_chunks, oldest_seq, next_seq FROM chunked_map.map_state WHERE map = 'big-0';
+-- a stream's map is a consistent map, its records' ids the messages'
+SELECT chunked_map.chunked_verify('big-0') -> 'consistent' AS consistent, chunked_map.chunked_verify('big-0') -> 'problems' AS problems;
+SELECT count(*) AS records_with_their_message_id
+FROM chunked_map.chunked_read('big-0', 0, 1000) AS r
+JOIN message_store.message_index AS i ON i.stream_name = 'big-0' AND i.position = r.seq - 1 AND i.id::text = r.id;
 SELECT position, data FROM message_store.get_stream_messages('big-0', 97, 5);
 -- every message of the category, its data the record's (n: 2 × position + stream)
 SELECT count(*) AS messages,
