@@ -386,6 +386,8 @@ BEGIN
                                                 LEAST(10000, _last - s.start + 1)::integer) AS r
     JOIN message_store.message_index AS i
       ON i.stream_name = stream_batch.stream_name AND i.position = r.seq - 1
+    -- (the batch's range of the stream's index, not every message of the stream)
+    WHERE i.position BETWEEN _first AND _last
     ORDER BY i.position;
 END;
 $$;
