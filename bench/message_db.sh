@@ -64,6 +64,7 @@ fill() { # fill DATABASE [STATEMENT]: 10 categories of category_size, one stream
                                                     jsonb_build_object('n', n))
                 FROM generate_series(batch * 1000 + 1, LEAST((batch + 1) * 1000, $stream_size)) AS n;
                 COMMIT;
+                $after
             END LOOP;
         END
         \$\$" >/dev/null
@@ -153,8 +154,9 @@ instructions() { # instructions DATABASE N: callgrind's total for N writes
         "$PGBIN/postgres" --single -D "$base/data" "$database" <"$input" >/dev/null 2>&1
     sed -n 's/^summary: \([0-9]*\)$/\1/p' "$counted/$1-$2.out"
 }
-per_write() { # per_write DATABASE
+per_write() { # per_write DATABASE (the stream started before either count)
     local low high
+    instructions "$1" 1 >/dev/null
     low=$(instructions "$1" 100)
     high=$(instructions "$1" 300)
     echo $(((high - low) / 200))

@@ -11,11 +11,15 @@
 --     \copy message_db_import.messages FROM 'messages.copy'
 --     \i import-from-message-db.sql
 --
--- Every message is written again, in message-db's global position order, committing every
--- thousand (a stream's first message locks its name until the commit). Ids, streams,
+-- Every message is written again, in message-db's global position order, committing every 500
+-- (a stream's first message locks its name until the commit: at most 500 new streams a
+-- transaction), and given its global position after each commit, as a reader would (so that
+-- the first reader after the import does not number them all at once). Ids, streams,
 -- positions, types, data and metadata are kept; global positions are given anew in the same
 -- order; times are the import's. A stream that does not start at position 0 (message-db's
--- messages deleted by hand) stops the import with the stream named.
+-- messages deleted by hand) stops the import with the stream named. Run again after a stop, it
+-- goes on where the committed part ended: messages whose id is already in the store are passed
+-- over.
 DO $$
 DECLARE
     m record;
@@ -23,16 +27,22 @@ DECLARE
     _position bigint;
 BEGIN
     FOR m IN SELECT i.id, i.stream_name, i.type, i.data, i.metadata, i.position
-             FROM message_db_import.messages AS i ORDER BY i.global_position LOOP
+             FROM message_db_import.messages AS i
+             WHERE NOT EXISTS (SELECT 1 FROM message_store.message_index AS x WHERE x.id = i.id)
+             ORDER BY i.global_position LOOP
         _position := message_store.write_message(m.id::varchar, m.stream_name, m.type, m.data, m.metadata);
         IF _position <> m.position THEN
             RAISE EXCEPTION 'stream % has message % at position %, written at %',
                 m.stream_name, m.id, m.position, _position;
         END IF;
         n := n + 1;
-        IF n % 1000 = 0 THEN
+        IF n % 500 = 0 THEN
+            COMMIT;
+            PERFORM message_store.number_messages();
             COMMIT;
         END IF;
     END LOOP;
+    COMMIT;
+    PERFORM message_store.number_messages();
 END
 $$;

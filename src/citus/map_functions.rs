@@ -3,13 +3,14 @@
 //! (and to `sql/api.sql` and the grant recipes of docs/security.md).
 
 /// Every function whose first argument is the map.
-pub const MAP_FUNCTIONS: [&str; 19] = [
+pub const MAP_FUNCTIONS: [&str; 20] = [
     "chunked_map.chunked_start(text, integer)",
     "chunked_map.chunked_register(text, jsonb)",
     "chunked_map.chunked_register(text, jsonb, bigint)",
     "chunked_map.chunked_register_many(text, jsonb[])",
     "chunked_map.chunked_register_once(text, jsonb, text, bigint)",
     "chunked_map.chunked_register_many_once(text, jsonb[], text[])",
+    "chunked_map.chunked_register_with_id(text, jsonb, text)",
     "chunked_map.chunked_page(text, text)",
     "chunked_map.chunked_records(text, text)",
     "chunked_map.chunked_read(text, bigint, integer)",

@@ -192,7 +192,8 @@ fn store_contents(client: &mut postgres::Client) -> String {
         let row = client
             .query_one(
                 "SELECT string_agg(pg_catalog.format('%s %s %s %s %s %s', m.id, m.stream_name, m.type,
-                                                     m.position, m.data, m.metadata), E'\\n'
+                                                     m.position, coalesce(m.data, '(null)'),
+                                                     coalesce(m.metadata, '(null)')), E'\\n'
                                    ORDER BY m.position)
                  FROM message_store.get_stream_messages($1, 0, -1) AS m",
                 &[stream],
@@ -228,7 +229,7 @@ fn a_message_db_database_moves_over_with_its_streams_positions_and_category_orde
                         pg_catalog.format('00000000-0000-4000-8000-%s', pg_catalog.lpad(n::text, 12, '0')),
                         CASE WHEN n % 3 = 0 THEN 'order-' || (n % 4) ELSE 'account-' || (n % 5) END,
                         CASE WHEN n % 2 = 0 THEN 'Opened' ELSE 'Deposited' END,
-                        pg_catalog.jsonb_build_object('n', n),
+                        CASE WHEN n % 11 = 0 THEN NULL ELSE pg_catalog.jsonb_build_object('n', n) END,
                         CASE WHEN n % 7 = 0 THEN NULL
                              ELSE pg_catalog.jsonb_build_object('correlationStreamName', 'other-' || n) END)
              FROM pg_catalog.generate_series(1, 2500) AS n;",
@@ -259,23 +260,55 @@ fn a_message_db_database_moves_over_with_its_streams_positions_and_category_orde
         .expect("copy in");
     std::io::Write::write_all(&mut writer, &copied).expect("write the copy");
     writer.finish().expect("finish the copy");
-    let recipe = repo_root().join("sql/message_store/import-from-message-db.sql");
-    let output = Command::new(pg_bin("psql"))
-        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", "chunked", "-f"])
-        .arg(&recipe)
-        .env("PGHOST", cluster.socket_dir())
-        .env("PGPORT", cluster.port().to_string())
-        .env("PGUSER", SUPERUSER)
-        .output()
-        .expect("psql");
-    assert!(
-        output.status.success(),
-        "the import recipe failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let import = || {
+        let recipe = repo_root().join("sql/message_store/import-from-message-db.sql");
+        let output = Command::new(pg_bin("psql"))
+            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", "chunked", "-f"])
+            .arg(&recipe)
+            .env("PGHOST", cluster.socket_dir())
+            .env("PGPORT", cluster.port().to_string())
+            .env("PGUSER", SUPERUSER)
+            .output()
+            .expect("psql");
+        assert!(
+            output.status.success(),
+            "the import recipe failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    // an import that stopped after its first committed part (the first 700 messages), then the
+    // recipe again: it goes on from there
+    ours.batch_execute(
+        "CREATE TABLE message_db_import.later AS
+             SELECT * FROM message_db_import.messages WHERE global_position > (
+                 SELECT global_position FROM message_db_import.messages
+                 ORDER BY global_position OFFSET 699 LIMIT 1);
+         DELETE FROM message_db_import.messages AS m
+         WHERE m.global_position IN (SELECT global_position FROM message_db_import.later);",
+    )
+    .expect("hold the later messages back");
+    import();
+    ours.batch_execute(
+        "INSERT INTO message_db_import.messages SELECT * FROM message_db_import.later",
+    )
+    .expect("the later messages");
+    import();
+    // and once more, after the whole import: nothing changes
+    import();
 
+    let numbered = ours
+        .query_one(
+            "SELECT count(*) FILTER (WHERE global_position IS NULL) FROM message_store.message_index",
+            &[],
+        )
+        .expect("unnumbered");
+    assert_eq!(numbered.get::<_, i64>(0), 0, "the import numbered its messages");
     let theirs = store_contents(&mut theirs);
     let ours = store_contents(&mut ours);
     assert_eq!(theirs.lines().count(), 2500 + 2, "every message printed");
+    assert!(
+        theirs.contains("(null) (null)"),
+        "messages without data or metadata"
+    );
     assert_eq!(ours, theirs, "the store after the import is message-db's");
 }

@@ -56,6 +56,8 @@ ROLLBACK TO SAVEPOINT retry;
 SELECT message_store.write_message('00000000-0000-4000-8000-000000000015', 'retry-1', 'Deposited', '{}');
 COMMIT;
 SELECT seq, payload, id FROM chunked_map.chunked_read('retry-1', 0, 10);
+-- (the map does not remember message ids: the store's index keeps them unique)
+SELECT count(*) AS ids_the_map_remembers FROM chunked_map.record_id WHERE map = 'retry-1';
 SELECT position, type FROM message_store.get_stream_messages('retry-1');
 
 -- a read-only transaction (or a hot standby) reads what was numbered, and numbers nothing
@@ -141,11 +143,18 @@ SELECT chunked_map.chunked_trim('tail-1', 101);
 SELECT count(*) FROM message_store.get_last_stream_message('tail-1', 'Opened');
 SELECT type, position FROM message_store.get_last_stream_message('tail-1', 'Deposited');
 
--- the last global position given is kept in one row, moved by every numbering; without it (a
--- row deleted by hand) numbering goes on after the greatest position the messages have
+-- the last global position given is kept in one row, moved by every numbering: numbering goes
+-- on from it (not from what the messages have); without it (a row deleted by hand), after the
+-- greatest position the messages have
 SELECT count(*) FROM message_store.get_category_messages('tail');
 SELECT s.last_global_position = max(i.global_position) AS kept, count(*) - count(i.global_position) AS unnumbered
 FROM message_store.numbering_state AS s, message_store.message_index AS i GROUP BY s.last_global_position;
+UPDATE message_store.numbering_state SET last_global_position = last_global_position + 10;
+SELECT message_store.write_message('00000000-0000-4000-8003-000000000001', 'tail-3', 'Opened', '{}');
+SELECT count(*) FROM message_store.get_category_messages('tail');
+SELECT m.global_position - (SELECT max(i.global_position) FROM message_store.message_index AS i
+                            WHERE i.stream_name <> 'tail-3') AS after_the_greatest
+FROM message_store.get_stream_messages('tail-3') AS m;
 DELETE FROM message_store.numbering_state;
 SELECT message_store.write_message('00000000-0000-4000-8003-000000000000', 'tail-2', 'Opened', '{}');
 SELECT count(*) FROM message_store.get_category_messages('tail');
