@@ -302,7 +302,11 @@ fn a_message_db_database_moves_over_with_its_streams_positions_and_category_orde
             &[],
         )
         .expect("unnumbered");
-    assert_eq!(numbered.get::<_, i64>(0), 0, "the import numbered its messages");
+    assert_eq!(
+        numbered.get::<_, i64>(0),
+        0,
+        "the import numbered its messages"
+    );
     let theirs = store_contents(&mut theirs);
     let ours = store_contents(&mut ours);
     assert_eq!(theirs.lines().count(), 2500 + 2, "every message printed");
