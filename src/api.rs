@@ -74,7 +74,9 @@ sql_function!(
 
 // (0.5) Appends one record carrying an id the map does not remember (no lookup, nothing kept
 // but the record's own id): its caller keeps ids unique — the message store, whose index of
-// message ids does. Owner-only: `chunked_register_once` does not find these ids.
+// message ids does. Owner-only: `chunked_register_once` does not find these ids. One row
+// `(seq, record)`: the record's address in `current_record` when it was written directly (NULL
+// when by SQL), which its reader may use to find it again without the index (checking it).
 sql_function!(
     pg_finfo_chunked_register_with_id_wrapper,
     chunked_register_with_id_wrapper,
@@ -83,7 +85,12 @@ sql_function!(
         let map = MapName::parse(call.text(0)).or_raise();
         let payload = required(call.jsonb(1), "payload").or_raise();
         let id = input::record_id(required(call.text(2), "id").or_raise()).or_raise();
-        call.returns_bigint(append::append(map, payload, None, Some(RecordId::Kept(id))).seq)
+        let registered = append::append(map, payload, None, Some(RecordId::Kept(id)));
+        let record = registered.record.map(|tid| call.memory().tid(tid));
+        call.returns_rows_with_nulls(std::iter::once([
+            Some(pgrx::pg_sys::Datum::from(registered.seq)),
+            record,
+        ]))
     }
 );
 

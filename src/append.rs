@@ -99,12 +99,15 @@ impl Way {
     }
 }
 
-/// What an append answers: the record's sequence, and whether it was appended before (an id
-/// the map remembers: nothing was appended now).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What an append answers: the record's sequence, whether it was appended before (an id the map
+/// remembers: nothing was appended now), and the record's address in `current_record` where it
+/// was written directly now (a hint for readers that find it again: the row stays there until
+/// its chunk is archived or the map trimmed, and the address may then hold another record).
+#[derive(Debug, Clone, Copy)]
 pub struct Registered {
     pub seq: i64,
     pub duplicate: bool,
+    pub record: Option<pgrx::pg_sys::ItemPointerData>,
 }
 
 /// The time a record appended now is given: the transaction's start (`now()`), the same for
@@ -193,6 +196,7 @@ pub fn append(
                 return Registered {
                     seq: wrote_directly(map, appended),
                     duplicate: false,
+                    record: Some(appended.record),
                 };
             }
             direct_append::Outcome::NotAsExpected { actual } => {
@@ -231,6 +235,7 @@ pub fn append(
                     tid: appended.tid,
                     announce_on: state.announce_on.clone(),
                     followed: appended.followed,
+                    record: Some(appended.record),
                 },
                 direct_append::Outcome::Declined => {
                     writes::write_record(session, map.as_str(), &state, record)
@@ -250,11 +255,12 @@ pub fn append(
     });
     match written {
         UnderLock::Wrote(written) => {
-            let seq = written.seq;
+            let (seq, record) = (written.seq, written.record);
             wrote(map, written);
             Registered {
                 seq,
                 duplicate: false,
+                record,
             }
         }
         UnderLock::AppendedBefore { seq, tid } => {
@@ -263,6 +269,7 @@ pub fn append(
             Registered {
                 seq,
                 duplicate: true,
+                record: None,
             }
         }
     }
@@ -300,6 +307,7 @@ fn wrote_directly(map: MapName<'_>, appended: direct_append::Appended) -> i64 {
             tid: appended.tid,
             announce_on,
             followed: appended.followed,
+            record: Some(appended.record),
         },
     );
     appended.seq
@@ -527,6 +535,7 @@ fn append_batch(
                 tid,
                 announce_on,
                 followed: false,
+                record: None,
             },
         );
     }
@@ -535,14 +544,17 @@ fn append_batch(
             InBatch::New(n) => Registered {
                 seq: first + to_i64(n),
                 duplicate: false,
+                record: None,
             },
             InBatch::SameAs(n) => Registered {
                 seq: first + to_i64(n),
                 duplicate: true,
+                record: None,
             },
             InBatch::Known(seq) => Registered {
                 seq,
                 duplicate: true,
+                record: None,
             },
         })
         .collect()

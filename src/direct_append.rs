@@ -38,13 +38,14 @@ use crate::pg::heap::{self, Locked, Table, TableName};
 use crate::pg::raw;
 use crate::statements::writes::NewRecord;
 
-/// A record written directly: its sequence, the state row's new address, whether a consumer of
-/// the feed follows the map (the caller records its move, once per transaction) and whether its
-/// appends are announced (the caller reads the channel).
+/// A record written directly: its sequence, the state row's new address, the record's address,
+/// whether a consumer of the feed follows the map (the caller records its move, once per
+/// transaction) and whether its appends are announced (the caller reads the channel).
 #[derive(Clone, Copy)]
 pub struct Appended {
     pub seq: i64,
     pub tid: pg_sys::ItemPointerData,
+    pub record: pg_sys::ItemPointerData,
     pub followed: bool,
     pub announced: bool,
 }
@@ -340,10 +341,11 @@ unsafe fn advance(
                 .id
                 .map(|(id, len)| pg_sys::Datum::from(raw::cstring_to_text_with_len(id, len))),
         );
-        record.insert(&row, &nulls);
+        let record = record.insert(&row, &nulls);
         Some(Outcome::Appended(Appended {
             seq: next_seq,
             tid,
+            record,
             followed,
             announced: notify,
         }))

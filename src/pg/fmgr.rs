@@ -275,6 +275,20 @@ impl<'fcx> CallerMemory<'fcx> {
         }
     }
 
+    /// A tid datum (passed by reference) holding `tid`, in the caller's memory.
+    pub fn tid(self, tid: pg_sys::ItemPointerData) -> pg_sys::Datum {
+        // SAFETY: palloc in the caller's context, which lives for 'fcx, filled before use.
+        unsafe {
+            let copy = pg_sys::MemoryContextAlloc(
+                self.context,
+                std::mem::size_of::<pg_sys::ItemPointerData>(),
+            )
+            .cast::<pg_sys::ItemPointerData>();
+            copy.write(tid);
+            pg_sys::Datum::from(copy)
+        }
+    }
+
     /// A jsonb value built from JSON text, in the caller's memory.
     pub fn jsonb_from_json(self, value: &serde_json::Value) -> Jsonb<'fcx> {
         let text = std::ffi::CString::new(value.to_string()).unwrap_or_default();

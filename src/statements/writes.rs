@@ -30,6 +30,9 @@ pub struct Written {
     pub announce_on: Option<String>,
     /// Whether a consumer of the feed follows the map.
     pub followed: bool,
+    /// The record's address in `current_record`, where it was written directly (SQL writes do
+    /// not ask for it).
+    pub record: Option<pg_sys::ItemPointerData>,
 }
 
 statements! {
@@ -266,6 +269,7 @@ pub fn write_record(
         tid,
         announce_on: state.announce_on.clone(),
         followed: state.followed,
+        record: None,
     }
 }
 

@@ -93,6 +93,20 @@ SELECT count(*) AS records_with_their_message_id
 FROM chunked_map.chunked_read('big-0', 0, 1000) AS r
 JOIN message_store.message_index AS i ON i.stream_name = 'big-0' AND i.position = r.seq - 1 AND i.id::text = r.id;
 SELECT position, data FROM message_store.get_stream_messages('big-0', 97, 5);
+-- each message keeps the address its record was written at (written directly, every one here):
+-- the record's row is there while its chunk is current
+SELECT count(*) FILTER (WHERE c.ctid IS NOT NULL) AS current_records_at_their_address,
+       (SELECT count(*) FROM chunked_map.current_record AS r WHERE r.map = 'big-1') AS current_records
+FROM message_store.message_index AS i
+LEFT JOIN chunked_map.current_record AS c
+       ON c.ctid = i.record AND c.map = i.stream_name AND c.seq = i.position + 1
+WHERE i.stream_name = 'big-1';
+-- an address that holds another record now (as once an archived chunk's rows are vacuumed and
+-- their space reused) is passed over: each message still reads its own record, from the current
+-- chunk or its archived one
+UPDATE message_store.message_index
+SET record = (SELECT c.ctid FROM chunked_map.current_record AS c WHERE c.map = 'big-1' ORDER BY c.seq DESC LIMIT 1)
+WHERE stream_name = 'big-0';
 -- every message of the category, its data the record's (n: 2 × position + stream)
 SELECT count(*) AS messages,
        count(*) FILTER (WHERE (data::jsonb ->> 'n')::int = 2 * position + cardinal_id(stream_name)::int) AS own_data,
