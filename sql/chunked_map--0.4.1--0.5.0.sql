@@ -214,8 +214,9 @@ RETURNS boolean
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_try_numbering_lock_wrapper';
 -- (0.5) An append whose id the map does not remember: the message store keeps its ids unique.
-CREATE FUNCTION chunked_map.chunked_register_with_id(map text, payload jsonb, id text)
-RETURNS TABLE (seq bigint, record tid)
+CREATE FUNCTION chunked_map.chunked_register_with_id(map text, payload jsonb, id text,
+                                                     OUT seq bigint, OUT record tid)
+RETURNS record
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_register_with_id_wrapper';
 REVOKE EXECUTE ON FUNCTION chunked_map.chunked_next_transaction_id(),

@@ -74,7 +74,8 @@ sql_function!(
 
 // (0.5) Appends one record carrying an id the map does not remember (no lookup, nothing kept
 // but the record's own id): its caller keeps ids unique — the message store, whose index of
-// message ids does. Owner-only: `chunked_register_once` does not find these ids. One row
+// message ids does. Owner-only: `chunked_register_once` does not find these ids. A map that
+// does not exist is started (chunks of 100), as a stream is by its first message. One row
 // `(seq, record)`: the record's address in `current_record` when it was written directly (NULL
 // when by SQL), which its reader may use to find it again without the index (checking it).
 sql_function!(
@@ -87,10 +88,7 @@ sql_function!(
         let id = input::record_id(required(call.text(2), "id").or_raise()).or_raise();
         let registered = append::append(map, payload, None, Some(RecordId::Kept(id)));
         let record = registered.record.map(|tid| call.memory().tid(tid));
-        call.returns_rows_with_nulls(std::iter::once([
-            Some(pgrx::pg_sys::Datum::from(registered.seq)),
-            record,
-        ]))
+        call.returns_row([Some(pgrx::pg_sys::Datum::from(registered.seq)), record])
     }
 );
 

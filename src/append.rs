@@ -123,7 +123,8 @@ pub enum RecordId<'a> {
     /// Remembered by the map (`record_ids`): an id it remembers appends nothing.
     Once(&'a str),
     /// Kept with the record only, never looked up: its writer keeps its ids unique (the message
-    /// store's index of message ids does, docs/message-db.md).
+    /// store's index of message ids does, docs/message-db.md). The map is a stream, started by
+    /// its first record if it does not exist.
     Kept(&'a str),
 }
 
@@ -206,6 +207,12 @@ pub fn append(
             }
             direct_append::Outcome::Full | direct_append::Outcome::Declined => {}
         }
+    }
+    // A map the message store appends to (its ids kept, not remembered) is a stream, started by
+    // its first message: where the direct write declined, perhaps for want of the map (a start
+    // of a map that exists changes nothing).
+    if matches!(id, Some(RecordId::Kept(_))) {
+        start(map, input::DEFAULT_CHUNK_SIZE);
     }
     let written = statements::connect(|session| {
         let state = lock::lock_existing_map(session, map);

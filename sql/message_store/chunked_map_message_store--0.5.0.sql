@@ -158,6 +158,7 @@ AS $$
 DECLARE
     _message_id uuid;
     _next_seq bigint;
+    _appended record;
     _position bigint;
 BEGIN
     -- the columns message-db's table requires (its errors)
@@ -171,12 +172,10 @@ BEGIN
             COLUMN = CASE WHEN write_message.stream_name IS NULL THEN 'stream_name'
                           WHEN write_message."type" IS NULL THEN 'type' ELSE 'id' END;
     END IF;
-    -- the stream is a map, started by its first message (writers of the stream wait for its start)
-    IF NOT EXISTS (SELECT 1 FROM chunked_map.map_state AS s WHERE s.map = write_message.stream_name) THEN
-        PERFORM chunked_map.chunked_start(write_message.stream_name);
-    END IF;
     IF write_message.expected_version IS NOT NULL THEN
-        -- the stream's lock, then its version: the position of its newest record
+        -- the stream, started by its first message (writers of the stream wait for its start);
+        -- its lock, then its version: the position of its newest record
+        PERFORM chunked_map.chunked_start(write_message.stream_name);
         SELECT s.next_seq INTO STRICT _next_seq
         FROM chunked_map.map_state AS s WHERE s.map = write_message.stream_name FOR UPDATE;
         IF write_message.expected_version <> _next_seq - 2 THEN
@@ -189,34 +188,35 @@ BEGIN
     END IF;
     -- (message-db checks the id's form after the version: its insert does)
     _message_id := write_message.id::uuid;
-    -- The append (the stream's writers wait for each other here), then the index row and its
-    -- order key (the target list is computed from the row the append returned): the writers'
-    -- mark, never waiting, then the next transaction id. The record keeps the message's id,
-    -- which the map does not remember (no lookup): an id written before, to this stream or
-    -- another, fails on messages_id, message-db's error, and the append goes with the
-    -- transaction (or savepoint) the error ends.
+    -- The append (the stream's writers wait for each other here; a stream that does not exist is
+    -- started by it), one expression, so PL/pgSQL runs no statement for it. The record keeps the
+    -- message's id, which the map does not remember (no lookup): an id written before, to this
+    -- stream or another, fails on messages_id below, message-db's error, and the append goes
+    -- with the transaction (or savepoint) the error ends.
+    _appended := chunked_map.chunked_register_with_id(
+        write_message.stream_name,
+        CASE WHEN write_message.metadata IS NULL AND write_message.data IS NULL
+             THEN pg_catalog.jsonb_build_object('type', write_message."type")
+             WHEN write_message.metadata IS NULL
+             THEN pg_catalog.jsonb_build_object('type', write_message."type",
+                                                'data', write_message.data)
+             WHEN write_message.data IS NULL
+             THEN pg_catalog.jsonb_build_object('type', write_message."type",
+                                                'metadata', write_message.metadata)
+             ELSE pg_catalog.jsonb_build_object('type', write_message."type",
+                                                'data', write_message.data,
+                                                'metadata', write_message.metadata) END,
+        _message_id::text);
+    _position := _appended.seq - 1;
+    -- then the index row and its order key, after the append: the writers' mark, never waiting,
+    -- then the next transaction id
     INSERT INTO message_store.message_index
         (stream_name, position, type, correlation_category, id, writer, record)
-    SELECT write_message.stream_name, r.seq - 1, write_message."type",
-           pg_catalog.split_part(write_message.metadata ->> 'correlationStreamName', '-', 1),
-           _message_id,
-           chunked_map.chunked_order_key()::text::xid8,
-           r.record
-    FROM chunked_map.chunked_register_with_id(
-             write_message.stream_name,
-             CASE WHEN write_message.metadata IS NULL AND write_message.data IS NULL
-                  THEN pg_catalog.jsonb_build_object('type', write_message."type")
-                  WHEN write_message.metadata IS NULL
-                  THEN pg_catalog.jsonb_build_object('type', write_message."type",
-                                                     'data', write_message.data)
-                  WHEN write_message.data IS NULL
-                  THEN pg_catalog.jsonb_build_object('type', write_message."type",
-                                                     'metadata', write_message.metadata)
-                  ELSE pg_catalog.jsonb_build_object('type', write_message."type",
-                                                     'data', write_message.data,
-                                                     'metadata', write_message.metadata) END,
-             _message_id::text) AS r
-    RETURNING message_index.position INTO _position;
+    VALUES (write_message.stream_name, _position, write_message."type",
+            pg_catalog.split_part(write_message.metadata ->> 'correlationStreamName', '-', 1),
+            _message_id,
+            chunked_map.chunked_order_key()::text::xid8,
+            _appended.record);
     -- a stream is a map of messages only: not a map of records chunked_map's own functions
     -- appended (its positions would not be the stream's)
     IF _position > 0 AND NOT EXISTS (SELECT 1 FROM message_store.message_index AS i

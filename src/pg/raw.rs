@@ -42,6 +42,13 @@ unsafe extern "C-unwind" {
     ) -> c_int;
 
     pub fn InitMaterializedSRF(fcinfo: pg_sys::FunctionCallInfo, flags: u32);
+    pub fn get_call_result_type(
+        fcinfo: pg_sys::FunctionCallInfo,
+        result_type_id: *mut pg_sys::Oid,
+        result_tuple_desc: *mut pg_sys::TupleDesc,
+    ) -> pg_sys::TypeFuncClass::Type;
+    pub fn BlessTupleDesc(tupdesc: pg_sys::TupleDesc) -> pg_sys::TupleDesc;
+    pub fn HeapTupleHeaderGetDatum(tuple: pg_sys::HeapTupleHeader) -> pg_sys::Datum;
     // PostgreSQL 17 made the arrays of these three `const` (the callers pass `*mut`, which
     // either declaration takes)
     #[cfg(any(feature = "pg15", feature = "pg16"))]
@@ -262,6 +269,9 @@ fn declarations_match_the_servers_headers() {
         SPI_execute_plan(A, B, C, D, E);
         SPI_execute_snapshot(A, B, C, D, E, F, G, H);
         InitMaterializedSRF(A, B);
+        get_call_result_type(A, B, C);
+        BlessTupleDesc(A);
+        HeapTupleHeaderGetDatum(A);
         tuplestore_putvalues(A, B, C, D);
         LockAcquire(A, B, C, D);
         LockRelease(A, B, C);
