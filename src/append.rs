@@ -209,9 +209,13 @@ pub fn append(
         }
     }
     // A map the message store appends to (its ids kept, not remembered) is a stream, started by
-    // its first message: where the direct write declined, perhaps for want of the map (a start
-    // of a map that exists changes nothing).
-    if matches!(id, Some(RecordId::Kept(_))) {
+    // its first message: where the direct write declined, perhaps for want of the map. Only a
+    // map this writer does not see is started: `start` of a map that exists would look at its
+    // name's lock, which a drop takes before waiting for the map's row, the row this transaction
+    // may hold already (a deadlock where the write should wait for the drop's end, or go on).
+    if matches!(id, Some(RecordId::Kept(_)))
+        && !statements::connect(|session| state::visible_to_writer(session, map.as_str()))
+    {
         start(map, input::DEFAULT_CHUNK_SIZE);
     }
     let written = statements::connect(|session| {

@@ -96,11 +96,11 @@ pub fn group(member: Option<i32>, group_size: Option<i32>) -> Result<(i32, i32),
     Ok((member, group_size))
 }
 
-/// A chunk size within [`CHUNK_SIZE_RANGE`].
 /// The chunk size of a map started without one: `chunked_start`'s default (sql/api.sql), and
 /// that of a stream started by its first message.
 pub const DEFAULT_CHUNK_SIZE: i32 = 100;
 
+/// A chunk size within [`CHUNK_SIZE_RANGE`].
 pub fn chunk_size(value: Option<i32>) -> Result<i32, ChunkedError> {
     let value = required(value, "chunk_size")?;
     if CHUNK_SIZE_RANGE.contains(&value) {

@@ -160,6 +160,7 @@ DECLARE
     _next_seq bigint;
     _appended record;
     _position bigint;
+    _read_only boolean := pg_catalog.current_setting('transaction_read_only') = 'on';
 BEGIN
     -- the columns message-db's table requires (its errors)
     IF write_message.stream_name IS NULL OR write_message."type" IS NULL OR write_message.id IS NULL THEN
@@ -173,11 +174,20 @@ BEGIN
                           WHEN write_message."type" IS NULL THEN 'type' ELSE 'id' END;
     END IF;
     IF write_message.expected_version IS NOT NULL THEN
-        -- the stream, started by its first message (writers of the stream wait for its start);
-        -- its lock, then its version: the position of its newest record
-        PERFORM chunked_map.chunked_start(write_message.stream_name);
-        SELECT s.next_seq INTO STRICT _next_seq
-        FROM chunked_map.map_state AS s WHERE s.map = write_message.stream_name FOR UPDATE;
+        IF _read_only THEN
+            -- (nothing can be written: the version as it is, then the refusal below)
+            SELECT s.next_seq INTO _next_seq
+            FROM chunked_map.map_state AS s WHERE s.map = write_message.stream_name;
+            _next_seq := coalesce(_next_seq, 1);
+        ELSE
+            -- the stream, started by its first message (writers of the stream wait for its
+            -- start); its lock, then its version: the position of its newest record
+            IF NOT EXISTS (SELECT 1 FROM chunked_map.map_state AS s WHERE s.map = write_message.stream_name) THEN
+                PERFORM chunked_map.chunked_start(write_message.stream_name);
+            END IF;
+            SELECT s.next_seq INTO STRICT _next_seq
+            FROM chunked_map.map_state AS s WHERE s.map = write_message.stream_name FOR UPDATE;
+        END IF;
         IF write_message.expected_version <> _next_seq - 2 THEN
             RAISE EXCEPTION
                 'Wrong expected version: % (Stream: %, Stream Version: %)',
@@ -185,6 +195,13 @@ BEGIN
                 write_message.stream_name,
                 _next_seq - 2;
         END IF;
+    END IF;
+    -- (message-db's insert is refused in a read-only transaction, or on a standby, after the
+    -- version was compared, before any of its values is looked at)
+    IF _read_only THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'read_only_sql_transaction',
+            MESSAGE = 'cannot execute INSERT in a read-only transaction';
     END IF;
     -- (message-db checks the id's form after the version: its insert does)
     _message_id := write_message.id::uuid;

@@ -42,6 +42,19 @@ SELECT write_message('00000000-0000-4000-8000-000000000009', 'account-3', 'Opene
 SELECT write_message('00000000-0000-4000-8000-000000000010', 'transfer-7', 'Started', '{"to": "account-1"}', '{"correlationStreamName": "account-1"}');
 SELECT write_message('00000000-0000-4000-8000-000000000011', 'account-4+a', 'Opened', '{}');
 SELECT write_message('00000000-0000-4000-8000-000000000012', 'account-4+b', 'Opened', '{}', '"just a string"');
+-- (in a read-only transaction: refused, after the expected version was compared)
+BEGIN READ ONLY;
+SELECT write_message('00000000-0000-4000-8000-000000000030', 'account-1', 'Opened', '{}');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT write_message('00000000-0000-4000-8000-000000000031', 'account-1', 'Opened', '{}', NULL, 99);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT write_message('00000000-0000-4000-8000-000000000032', 'account-77', 'Opened', '{}', NULL, -1);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+ROLLBACK;
 
 \echo -- stream-version
 SELECT stream_version('account-1'), stream_version('account-2'), stream_version('account-99');

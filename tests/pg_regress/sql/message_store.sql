@@ -42,6 +42,23 @@ SELECT chunked_map.chunked_next_transaction_id();
 RESET ROLE;
 REVOKE USAGE ON SCHEMA chunked_map FROM message_store_probe;
 DROP ROLE message_store_probe;
+-- the owner's append with a kept id starts a map it finds absent and answers where it wrote the
+-- record when it wrote it directly (the record's row, read by the next statement), no address
+-- when by SQL; one row, also as a value
+CREATE TEMPORARY TABLE kept AS
+SELECT * FROM chunked_map.chunked_register_with_id('kept-1', '{"n": 1}', 'k1');
+INSERT INTO kept SELECT * FROM chunked_map.chunked_register_with_id('kept-1', '{"n": 2}', 'k2');
+SELECT k.seq, c.seq = k.seq AS the_records_address
+FROM kept AS k
+LEFT JOIN chunked_map.current_record AS c ON c.ctid = k.record AND c.map = 'kept-1'
+ORDER BY k.seq;
+SET chunked_map.direct_append = off;
+SELECT seq, record FROM chunked_map.chunked_register_with_id('kept-1', '{"n": 3}', 'k3');
+RESET chunked_map.direct_append;
+SELECT (chunked_map.chunked_register_with_id('kept-1', '{"n": 4}', 'k4')).seq;
+DROP TABLE kept;
+SELECT seq, payload, id FROM chunked_map.chunked_read('kept-1', 0, 10);
+SELECT chunked_map.chunked_drop('kept-1');
 
 -- an id written before fails on messages_id after the append: the savepoint the error ends
 -- takes the append with it, and the stream goes on at the next position
