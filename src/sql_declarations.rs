@@ -45,6 +45,8 @@ fn declared() -> BTreeMap<String, Declared> {
         let arguments = split_top_level(&text[open + 1..close])
             .into_iter()
             .filter(|argument| !argument.trim().is_empty())
+            // (an OUT parameter is a column of the result, `RETURNS record`)
+            .filter(|argument| argument.split_whitespace().next() != Some("OUT"))
             .map(|argument| {
                 let words: Vec<&str> = argument.split_whitespace().collect();
                 // `name type [DEFAULT ...]`
@@ -143,6 +145,8 @@ fn result_type(returns: &str) -> &'static str {
         "returns_jsonb" | "returns_json" => "jsonb",
         "returns_void" => "void",
         "returns_rows" | "returns_rows_with_nulls" => "TABLE",
+        // one row of OUT parameters
+        "returns_row" => "record",
         // `returns_values(pg_sys::INT8OID, ...)` is the only one
         "returns_values" => "SETOF bigint",
         "returns_no_row" => "trigger",
