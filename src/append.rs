@@ -189,7 +189,8 @@ pub fn append(
             });
         }
     }
-    if way == Way::Direct && remembered.is_none() {
+    // (whether the direct write found the map, and holds its row now: its chunk was full)
+    let map_found = way == Way::Direct && remembered.is_none() && {
         statements::check_sql_objects_once();
         let at = xact::written(map.as_str());
         match direct_append::write(map.as_str(), record, max_chunk_bytes, at, expected_last_seq) {
@@ -204,16 +205,19 @@ pub fn append(
                 if let Some(expected) = expected_last_seq {
                     unexpected_last_seq(map, expected, actual);
                 }
+                true
             }
-            direct_append::Outcome::Full | direct_append::Outcome::Declined => {}
+            direct_append::Outcome::Full => true,
+            direct_append::Outcome::Declined => false,
         }
-    }
+    };
     // A map the message store appends to (its ids kept, not remembered) is a stream, started by
     // its first message: where the direct write declined, perhaps for want of the map. Only a
     // map this writer does not see is started: `start` of a map that exists would look at its
     // name's lock, which a drop takes before waiting for the map's row, the row this transaction
     // may hold already (a deadlock where the write should wait for the drop's end, or go on).
     if matches!(id, Some(RecordId::Kept(_)))
+        && !map_found
         && !statements::connect(|session| state::visible_to_writer(session, map.as_str()))
     {
         start(map, input::DEFAULT_CHUNK_SIZE);

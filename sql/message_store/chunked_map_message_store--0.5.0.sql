@@ -346,29 +346,37 @@ $$;
 -- `record`, the address the append wrote the record at, is tried first (one page read where the
 -- index costs a descent of its tree: half a category batch's time): the row there is the record
 -- only if it is the stream's, at its sequence (current_record's rows are never updated, only
--- inserted and deleted). Otherwise — the chunk was archived, the address now holds another row,
--- the table was restored elsewhere, the append went by SQL — the record is looked up by the key.
+-- inserted and deleted). Where it is not, the record was archived, most often (a stream longer
+-- than its chunk size holds most of its records in archived chunks): the stream's archived
+-- chunk that starts at or before the sequence is looked up next, and read only if the sequence
+-- can be in it (a chunk holds chunk_size records at most; fewer when max_chunk_bytes filled it,
+-- hence the test that the element exists). Last, the current chunk by the key (the address now
+-- holds another row, the table was restored elsewhere, the append went by SQL). A record is in
+-- one of the two tables in any snapshot (archiving moves it in one transaction), so the order
+-- of the tries changes only their cost: archived first, a category batch over archived records
+-- takes 10-13 ms instead of 16 (1,000 records of 1,000 streams, chunks of 100, same data).
 CREATE FUNCTION message_store.record_at(stream_name text, "position" bigint, record tid)
 RETURNS TABLE (payload jsonb, at timestamptz)
 LANGUAGE sql STABLE
 AS $$
-    -- where the append wrote it; then the current chunk; an archived chunk is read only when the
-    -- record is not there (each array detoasted once: OFFSET 0 keeps the subscripts from being
-    -- computed twice)
+    -- where the append wrote it; then an archived chunk (each array detoasted once: OFFSET 0
+    -- keeps the subscripts from being computed twice); then the current chunk by the key
     SELECT r.payload, r.at
     FROM (SELECT c.payload, c.at FROM chunked_map.current_record AS c
           WHERE c.ctid = $3 AND c.map = $1 AND c.seq = $2 + 1
           UNION ALL
-          SELECT c.payload, c.at FROM chunked_map.current_record AS c
-          WHERE c.map = $1 AND c.seq = $2 + 1
-          UNION ALL
           SELECT e.payload, e.at
           FROM (SELECT a.payloads[$2 + 2 - a.first_seq] AS payload, a.ats[$2 + 2 - a.first_seq] AS at
-                FROM (SELECT f.first_seq, f.payloads, f.ats FROM chunked_map.archived_chunk AS f
+                FROM (SELECT f.first_seq, f.chunk_size, f.payloads, f.ats
+                      FROM chunked_map.archived_chunk AS f
                       WHERE f.map = $1 AND f.first_seq <= $2 + 1
                       ORDER BY f.first_seq DESC LIMIT 1) AS a
+                WHERE $2 + 1 < a.first_seq + a.chunk_size
                 OFFSET 0) AS e
-          WHERE e.payload IS NOT NULL) AS r
+          WHERE e.payload IS NOT NULL
+          UNION ALL
+          SELECT c.payload, c.at FROM chunked_map.current_record AS c
+          WHERE c.map = $1 AND c.seq = $2 + 1) AS r
     LIMIT 1
 $$;
 

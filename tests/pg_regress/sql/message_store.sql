@@ -132,6 +132,22 @@ FROM message_store.get_category_messages('big', 1, -1);
 -- from a global position in the middle, a batch crossing both streams' chunks
 SELECT stream_name, position, data
 FROM message_store.get_category_messages('big', (SELECT global_position FROM message_store.message_index WHERE stream_name = 'big-1' AND position = 98), 6);
+-- chunks that max_chunk_bytes ended before chunk_size records: a current record's sequence is
+-- within the size the newest archived chunk was started with, yet not in it; with every address
+-- stale, each message still reads its own record (the archived chunk's, else the current one's)
+SET chunked_map.max_chunk_bytes = 1000;
+SELECT count(message_store.write_message(pg_catalog.format('00000000-0000-4000-8009-%s', pg_catalog.lpad(n::text, 12, '0')),
+                                         'short-0', 'Counted',
+                                         pg_catalog.jsonb_build_object('n', n, 'pad', pg_catalog.repeat('x', 200))))
+FROM pg_catalog.generate_series(0, 11) AS n;
+RESET chunked_map.max_chunk_bytes;
+SELECT a.first_seq, a.chunk_size, pg_catalog.cardinality(a.payloads) AS records
+FROM chunked_map.archived_chunk AS a WHERE a.map = 'short-0' ORDER BY a.first_seq;
+UPDATE message_store.message_index
+SET record = (SELECT c.ctid FROM chunked_map.current_record AS c WHERE c.map = 'big-1' ORDER BY c.seq DESC LIMIT 1)
+WHERE stream_name = 'short-0';
+SELECT position, (data::jsonb ->> 'n')::int AS n
+FROM message_store.get_category_messages('short', 1, -1) ORDER BY position;
 -- a trim: reads go on past what it removed (a category batch never stops at it), positions stay
 SELECT chunked_map.chunked_trim('big-0', 101);
 SELECT position FROM message_store.get_stream_messages('big-0', 0, 3);
