@@ -148,6 +148,10 @@ SET record = (SELECT c.ctid FROM chunked_map.current_record AS c WHERE c.map = '
 WHERE stream_name = 'short-0';
 SELECT position, (data::jsonb ->> 'n')::int AS n
 FROM message_store.get_category_messages('short', 1, -1) ORDER BY position;
+-- and with no address at all (an append by SQL gives none)
+UPDATE message_store.message_index SET record = NULL WHERE stream_name = 'short-0';
+SELECT count(*) AS messages, count(*) FILTER (WHERE (data::jsonb ->> 'n')::int = position) AS own_data
+FROM message_store.get_category_messages('short', 1, -1);
 -- a trim: reads go on past what it removed (a category batch never stops at it), positions stay
 SELECT chunked_map.chunked_trim('big-0', 101);
 SELECT position FROM message_store.get_stream_messages('big-0', 0, 3);
