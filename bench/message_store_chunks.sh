@@ -3,7 +3,8 @@
 # 10,000): the write that archives a full chunk against the write after it (wall clock, in one
 # session warmed up by a first write, each of 6 streams), and reading 1,000 records of archived
 # chunks one at a time as a category batch reads them (message_store.record_at: a lookup of the
-# chunk, then its arrays detoasted for one record), against 1,000 records of current chunks.
+# chunk, then its arrays detoasted for one record), against 1,000 records of current chunks
+# (each message's index row looked up first, for its address, in both).
 # Own throw-away cluster, release build. Prints a markdown table and writes it to
 # bench/results/message_store_chunks.md.
 # Usage: bench/message_store_chunks.sh [ROUNDS]   (default 5 rounds of each read; medians)
@@ -44,7 +45,7 @@ mkdir -p bench/results
 {
     echo "#### A stream's chunk size: the archiving write and reading archived records, this machine ($(nproc) cores); medians"
     echo
-    echo "| chunk size | archived chunk (bytes stored) | archiving write ms | next write ms | 1,000 archived records ms | 1,000 current records (by key) ms |"
+    echo "| chunk size | archived chunk (bytes stored) | archiving write ms | next write ms | 1,000 archived records ms | 1,000 current records ms |"
     echo "|---|---|---|---|---|---|"
 } | tee "$results"
 for size in "${sizes[@]}"; do
@@ -63,9 +64,8 @@ for size in "${sizes[@]}"; do
     done
     sql -c "VACUUM ANALYZE" >/dev/null
     # 1,000 records at random positions of the streams' archived chunks, then of their current
-    # chunks (filled to the size again, not over), one record_at each, as a category batch reads
-    # them (an address that is never the record's: the archived chunk is looked up, or the
-    # current record by its key)
+    # chunks (filled to the size again, not over), one record_at each with the message's
+    # address, as a category batch reads them
     for s in $(seq "$streams"); do
         sql -c "SELECT count(message_store.write_message(gen_random_uuid()::varchar, 's$size-$s', 'Filled',
                     jsonb_build_object('n', n, 'text', 'some words of a message body')))
@@ -75,7 +75,9 @@ for size in "${sizes[@]}"; do
     read_records() { # read_records FIRST_POSITION: 1,000 reads of records from that position on
         echo "SELECT count(r.*) FROM (SELECT 's$size-' || (1 + n % $streams) AS s,
                   $1 + (random() * ($size - 1))::bigint AS p FROM generate_series(1, 1000) AS n) AS x
-              CROSS JOIN LATERAL message_store.record_at(x.s, x.p, '(0,0)'::tid) AS r;"
+              CROSS JOIN LATERAL (SELECT i.record FROM message_store.message_index AS i
+                                  WHERE i.stream_name = x.s AND i.position = x.p) AS i
+              CROSS JOIN LATERAL message_store.record_at(x.s, x.p, i.record) AS r;"
     }
     archived=$(for _ in $(seq "$rounds"); do timed "$(read_records 0)"; done | median)
     current=$(for _ in $(seq "$rounds"); do timed "$(read_records "$size")"; done | median)
