@@ -63,7 +63,7 @@ for size in "${sizes[@]}"; do
         next+=("${times[1]}")
     done
     sql -c "VACUUM ANALYZE" >/dev/null
-    # 1,000 records at random positions of the streams' archived chunks, then of their current
+    # 1,000 records at spread positions of the streams' archived chunks, then of their current
     # chunks (filled to the size again, not over), one record_at each with the message's
     # address, as a category batch reads them
     for s in $(seq "$streams"); do
