@@ -36,10 +36,13 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_register_once_wrapper';
 -- (0.5) Appends with an id the map does not remember (never looked up: chunked_register_once
 -- does not find it), kept with the record only: for a writer that keeps its ids unique itself,
 -- the message store (docs/message-db.md). Owner-only, like every function. A map that does not
--- exist is started (chunks of 100), as chunked_start would. Answers the record's sequence and,
+-- exist is started (chunks of 100), as chunked_start would. at: the record's time where its
+-- writer knows it (a message moved over from message-db); NULL: the transaction's start, as
+-- every append's. Answers the record's sequence and,
 -- when it was written directly, its address in current_record (NULL otherwise): a hint its
 -- reader checks, the row leaving when its chunk is archived.
 CREATE FUNCTION chunked_map.chunked_register_with_id(map text, payload jsonb, id text,
+                                                     at timestamptz DEFAULT NULL,
                                                      OUT seq bigint, OUT record tid)
 RETURNS record
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE

@@ -215,6 +215,7 @@ VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_try_numbering_lock_wrapper';
 -- (0.5) An append whose id the map does not remember: the message store keeps its ids unique.
 CREATE FUNCTION chunked_map.chunked_register_with_id(map text, payload jsonb, id text,
+                                                     at timestamptz DEFAULT NULL,
                                                      OUT seq bigint, OUT record tid)
 RETURNS record
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
@@ -222,4 +223,4 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'chunked_register_with_id_wrapper';
 REVOKE EXECUTE ON FUNCTION chunked_map.chunked_next_transaction_id(),
                            chunked_map.chunked_order_key(),
                            chunked_map.chunked_try_numbering_lock(),
-                           chunked_map.chunked_register_with_id(text, jsonb, text) FROM PUBLIC;
+                           chunked_map.chunked_register_with_id(text, jsonb, text, timestamptz) FROM PUBLIC;

@@ -38,7 +38,7 @@ sql_function!(
         call.writes(c"chunked_register()");
         let map = MapName::parse(call.text(0)).or_raise();
         let payload = required(call.jsonb(1), "payload").or_raise();
-        call.returns_bigint(append::append(map, payload, None, None).seq)
+        call.returns_bigint(append::append(map, payload, None, None, None).seq)
     }
 );
 
@@ -52,7 +52,7 @@ sql_function!(
         let map = MapName::parse(call.text(0)).or_raise();
         let payload = required(call.jsonb(1), "payload").or_raise();
         let expected = required(call.int8(2), "expected_last_seq").or_raise();
-        call.returns_bigint(append::append(map, payload, Some(expected), None).seq)
+        call.returns_bigint(append::append(map, payload, Some(expected), None, None).seq)
     }
 );
 
@@ -67,7 +67,7 @@ sql_function!(
         let map = MapName::parse(call.text(0)).or_raise();
         let payload = required(call.jsonb(1), "payload").or_raise();
         let id = input::record_id(required(call.text(2), "id").or_raise()).or_raise();
-        let registered = append::append(map, payload, call.int8(3), Some(RecordId::Once(id)));
+        let registered = append::append(map, payload, call.int8(3), Some(RecordId::Once(id)), None);
         call.returns_rows(std::iter::once(registered_row(registered)))
     }
 );
@@ -75,7 +75,9 @@ sql_function!(
 // (0.5) Appends one record carrying an id the map does not remember (no lookup, nothing kept
 // but the record's own id): its caller keeps ids unique — the message store, whose index of
 // message ids does. Owner-only: `chunked_register_once` does not find these ids. A map that
-// does not exist is started (chunks of 100), as a stream is by its first message. One row
+// does not exist is started (chunks of 100), as a stream is by its first message. `at`: the
+// record's time, where its writer knows it (a message moved over from message-db keeps its
+// own); NULL: the transaction's start, as every append. One row
 // `(seq, record)`: the record's address in `current_record` when it was written directly (NULL
 // when by SQL), which its reader may use to find it again without the index (checking it).
 sql_function!(
@@ -86,7 +88,8 @@ sql_function!(
         let map = MapName::parse(call.text(0)).or_raise();
         let payload = required(call.jsonb(1), "payload").or_raise();
         let id = input::record_id(required(call.text(2), "id").or_raise()).or_raise();
-        let registered = append::append(map, payload, None, Some(RecordId::Kept(id)));
+        let at = call.timestamptz(3);
+        let registered = append::append(map, payload, None, Some(RecordId::Kept(id)), at);
         let record = registered.record.map(|tid| call.memory().tid(tid));
         call.returns_row([Some(pgrx::pg_sys::Datum::from(registered.seq)), record])
     }

@@ -147,7 +147,9 @@ impl<'a> RecordId<'a> {
 /// Appends one record and returns its sequence number; with `expected_last_seq`, only if the
 /// map's newest sequence is that (0: an empty map), the optimistic append; with an id to
 /// remember (`RecordId::Once`), only if the map does not remember that id (`record_ids`), else
-/// it answers with the sequence the id was appended as. The one append of a record: lock the map, look the id up, check the
+/// it answers with the sequence the id was appended as; with `at`, the record's time is that (a
+/// record moved over from another store keeps its own), else the transaction's start. The one
+/// append of a record: lock the map, look the id up, check the
 /// expectation, make room (archive a full chunk), write the record (see [`Way`]), remember its
 /// id, record what the feed and the commit's notification need.
 ///
@@ -161,6 +163,7 @@ pub fn append(
     payload: Jsonb<'_>,
     expected_last_seq: Option<i64>,
     id: Option<RecordId<'_>>,
+    at: Option<i64>,
 ) -> Registered {
     let remembered = id.and_then(RecordId::remembered);
     let payload = input::payload(payload, guc::payload_limit()).or_raise();
@@ -168,7 +171,7 @@ pub fn append(
     let way = Way::on_this_server();
     let record = NewRecord {
         payload,
-        at: transaction_time(),
+        at: at.unwrap_or_else(transaction_time),
         id: id.map(RecordId::value),
     };
     // Sequences only grow: an expectation below the newest sequence this transaction sees can

@@ -130,6 +130,7 @@ fn getter_type(getter: &str) -> Option<&'static str> {
         "int8" => "bigint",
         "boolean" => "boolean",
         "interval" => "interval",
+        "timestamptz" => "timestamptz",
         "jsonb" => "jsonb",
         "jsonb_array" => "jsonb[]",
         "text_array" => "text[]",

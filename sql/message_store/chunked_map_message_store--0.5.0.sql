@@ -135,11 +135,25 @@ BEGIN
 END;
 $$;
 
+-- A message's record payload: {"type", "data", "metadata"}, a key left out where the value is
+-- SQL NULL. (SQL, no settings, as volatile as jsonb_build_object: the planner puts its body in
+-- place of each call, where a function declared IMMUTABLE would be run as a function.)
+CREATE FUNCTION message_store.message_payload("type" varchar, data jsonb, metadata jsonb)
+RETURNS jsonb
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN CASE WHEN metadata IS NULL AND data IS NULL
+            THEN pg_catalog.jsonb_build_object('type', "type")
+            WHEN metadata IS NULL
+            THEN pg_catalog.jsonb_build_object('type', "type", 'data', data)
+            WHEN data IS NULL
+            THEN pg_catalog.jsonb_build_object('type', "type", 'metadata', metadata)
+            ELSE pg_catalog.jsonb_build_object('type', "type", 'data', data, 'metadata', metadata) END;
+
 -- ---- what runs as the extension's owner (the maps are the owner's): granted to message_store,
 -- ---- never to PUBLIC ----
 
 -- message-db's write_message. As the extension's owner (the maps are the owner's): it takes no
--- SQL of the caller's.
+-- SQL of the caller's. (import_message, below, writes a message as this does, with its time.)
 CREATE FUNCTION message_store.write_message(
   id varchar,
   stream_name varchar,
@@ -209,20 +223,13 @@ BEGIN
     -- started by it), one expression, so PL/pgSQL runs no statement for it. The record keeps the
     -- message's id, which the map does not remember (no lookup): an id written before, to this
     -- stream or another, fails on messages_id below, message-db's error, and the append goes
-    -- with the transaction (or savepoint) the error ends.
+    -- with the transaction (or savepoint) the error ends. The payload is {"type", "data",
+    -- "metadata"}, a key left out where its value is SQL NULL (message_payload, whose body the
+    -- planner puts here: no call at run time); the record's time is the transaction's start, as
+    -- message-db's is (import_message gives a message moved over the time it had instead).
     _appended := chunked_map.chunked_register_with_id(
         write_message.stream_name,
-        CASE WHEN write_message.metadata IS NULL AND write_message.data IS NULL
-             THEN pg_catalog.jsonb_build_object('type', write_message."type")
-             WHEN write_message.metadata IS NULL
-             THEN pg_catalog.jsonb_build_object('type', write_message."type",
-                                                'data', write_message.data)
-             WHEN write_message.data IS NULL
-             THEN pg_catalog.jsonb_build_object('type', write_message."type",
-                                                'metadata', write_message.metadata)
-             ELSE pg_catalog.jsonb_build_object('type', write_message."type",
-                                                'data', write_message.data,
-                                                'metadata', write_message.metadata) END,
+        message_store.message_payload(write_message."type", write_message.data, write_message.metadata),
         _message_id::text);
     _position := _appended.seq - 1;
     -- then the index row and its order key, after the append: the writers' mark, never waiting,
@@ -242,6 +249,68 @@ BEGIN
         RAISE EXCEPTION USING
             ERRCODE = 'integrity_constraint_violation',
             MESSAGE = pg_catalog.format('map "%s" holds records that are not messages', write_message.stream_name),
+            HINT = 'A stream of the message store is a map only write_message appends to.';
+    END IF;
+    RETURN _position;
+END;
+$$;
+
+-- A message moved over from another message store (sql/message_store/import-from-message-db.sql):
+-- written as write_message writes it (no expected version), its record given the time the
+-- message has there (message-db's time: UTC) instead of the transaction's. Owner-only: a
+-- writer that could give its messages any time could backdate them. Its statements are
+-- write_message's, but for the time: keep the two alike.
+CREATE FUNCTION message_store.import_message(
+  id varchar,
+  stream_name varchar,
+  "type" varchar,
+  data jsonb,
+  metadata jsonb,
+  "time" timestamp
+)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET chunked_map.lock_timeout = 2147483647
+AS $$
+DECLARE
+    _message_id uuid;
+    _appended record;
+    _position bigint;
+BEGIN
+    IF import_message.stream_name IS NULL OR import_message."type" IS NULL OR import_message.id IS NULL
+       OR import_message."time" IS NULL THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'not_null_violation',
+            MESSAGE = pg_catalog.format('null value in column "%s" of relation "messages" violates not-null constraint',
+                                        CASE WHEN import_message.stream_name IS NULL THEN 'stream_name'
+                                             WHEN import_message."type" IS NULL THEN 'type'
+                                             WHEN import_message.id IS NULL THEN 'id' ELSE 'time' END),
+            SCHEMA = 'message_store', TABLE = 'messages',
+            COLUMN = CASE WHEN import_message.stream_name IS NULL THEN 'stream_name'
+                          WHEN import_message."type" IS NULL THEN 'type'
+                          WHEN import_message.id IS NULL THEN 'id' ELSE 'time' END;
+    END IF;
+    _message_id := import_message.id::uuid;
+    _appended := chunked_map.chunked_register_with_id(
+        import_message.stream_name,
+        message_store.message_payload(import_message."type", import_message.data, import_message.metadata),
+        _message_id::text,
+        import_message."time" AT TIME ZONE 'UTC');
+    _position := _appended.seq - 1;
+    INSERT INTO message_store.message_index
+        (stream_name, position, type, correlation_category, id, writer, record)
+    VALUES (import_message.stream_name, _position, import_message."type",
+            pg_catalog.split_part(import_message.metadata ->> 'correlationStreamName', '-', 1),
+            _message_id,
+            chunked_map.chunked_order_key()::text::xid8,
+            _appended.record);
+    IF _position > 0 AND NOT EXISTS (SELECT 1 FROM message_store.message_index AS i
+                                     WHERE i.stream_name = import_message.stream_name
+                                       AND i.position = _position - 1) THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'integrity_constraint_violation',
+            MESSAGE = pg_catalog.format('map "%s" holds records that are not messages', import_message.stream_name),
             HINT = 'A stream of the message store is a map only write_message appends to.';
     END IF;
     RETURN _position;
@@ -840,6 +909,7 @@ $$;
 REVOKE ALL ON ALL TABLES IN SCHEMA message_store FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION
     message_store.write_message(varchar, varchar, varchar, jsonb, jsonb, bigint),
+    message_store.import_message(varchar, varchar, varchar, jsonb, jsonb, timestamp),
     message_store.number_messages(),
     message_store.record_at(text, bigint, tid),
     message_store.message_body(text, bigint),
@@ -849,6 +919,10 @@ REVOKE EXECUTE ON FUNCTION
 FROM PUBLIC;
 GRANT USAGE ON SCHEMA message_store TO message_store;
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA message_store TO message_store;
+-- (but the import's: the owner's only)
+REVOKE EXECUTE ON FUNCTION
+    message_store.import_message(varchar, varchar, varchar, jsonb, jsonb, timestamp)
+FROM message_store;
 GRANT SELECT ON
     message_store.messages,
     message_store.category_type_summary,

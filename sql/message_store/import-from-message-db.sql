@@ -11,12 +11,13 @@
 --     \copy message_db_import.messages FROM 'messages.copy'
 --     \i import-from-message-db.sql
 --
--- Every message is written again, in message-db's global position order, committing every 500
+-- Every message is written again (message_store.import_message: as write_message writes it, with
+-- the time it has in message-db), in message-db's global position order, committing every 500
 -- (a stream's first message locks its name until the commit: at most 500 new streams a
 -- transaction), and given its global position after each commit, as a reader would (so that
 -- the first reader after the import does not number them all at once). Ids, streams,
--- positions, types, data and metadata are kept; global positions are given anew in the same
--- order; times are the import's. A stream that does not start at position 0 (message-db's
+-- positions, types, data, metadata and times are kept; global positions are given anew in the
+-- same order. A stream that does not start at position 0 (message-db's
 -- messages deleted by hand) stops the import with the stream named. Run again after a stop, it
 -- goes on where the committed part ended: messages whose id is already in the store are passed
 -- over.
@@ -26,11 +27,12 @@ DECLARE
     n bigint := 0;
     _position bigint;
 BEGIN
-    FOR m IN SELECT i.id, i.stream_name, i.type, i.data, i.metadata, i.position
+    FOR m IN SELECT i.id, i.stream_name, i.type, i.data, i.metadata, i.time, i.position
              FROM message_db_import.messages AS i
              WHERE NOT EXISTS (SELECT 1 FROM message_store.message_index AS x WHERE x.id = i.id)
              ORDER BY i.global_position LOOP
-        _position := message_store.write_message(m.id::varchar, m.stream_name, m.type, m.data, m.metadata);
+        _position := message_store.import_message(m.id::varchar, m.stream_name, m.type, m.data,
+                                                  m.metadata, m.time);
         IF _position <> m.position THEN
             RAISE EXCEPTION 'stream % has message % at position %, written at %',
                 m.stream_name, m.id, m.position, _position;

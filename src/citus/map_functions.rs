@@ -10,7 +10,7 @@ pub const MAP_FUNCTIONS: [&str; 20] = [
     "chunked_map.chunked_register_many(text, jsonb[])",
     "chunked_map.chunked_register_once(text, jsonb, text, bigint)",
     "chunked_map.chunked_register_many_once(text, jsonb[], text[])",
-    "chunked_map.chunked_register_with_id(text, jsonb, text)",
+    "chunked_map.chunked_register_with_id(text, jsonb, text, timestamptz)",
     "chunked_map.chunked_page(text, text)",
     "chunked_map.chunked_records(text, text)",
     "chunked_map.chunked_read(text, bigint, integer)",

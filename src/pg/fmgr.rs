@@ -103,6 +103,11 @@ impl<'fcx> Call<'fcx> {
         self.arg::<pgrx::datum::Interval>(index)
     }
 
+    /// A `timestamptz` argument, as PostgreSQL keeps it (microseconds since 2000-01-01 UTC).
+    pub fn timestamptz(&self, index: usize) -> Option<i64> {
+        self.arg::<i64>(index)
+    }
+
     pub fn jsonb(&self, index: usize) -> Option<Jsonb<'fcx>> {
         self.arg::<Jsonb<'fcx>>(index)
     }

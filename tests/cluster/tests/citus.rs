@@ -131,7 +131,7 @@ fn distributing_keeps_existing_maps_and_calls_run_on_the_node_holding_the_map() 
             "chunked_map.chunked_register_many_once(text,jsonb[],text[])",
             "chunked_map.chunked_register_once(text,jsonb,text,bigint)",
             // (0.5) the message store's append
-            "chunked_map.chunked_register_with_id(text,jsonb,text)",
+            "chunked_map.chunked_register_with_id(text,jsonb,text,timestamp with time zone)",
             "chunked_map.chunked_set_chunk_size(text,integer)",
             "chunked_map.chunked_set_id_window(text,bigint)",
             "chunked_map.chunked_set_notify(text,boolean)",

@@ -174,7 +174,7 @@ fn message_db_py_from_pypi_works_unchanged_against_chunked_map() {
 }
 
 /// What a store holds, printed the same way on both: each stream's messages in position order
-/// (id, type, position, data, metadata) and each category's ids in global position order.
+/// (id, type, position, data, metadata, time) and each category's ids in global position order.
 fn store_contents(client: &mut postgres::Client) -> String {
     client
         .batch_execute("SET search_path = message_store, public")
@@ -192,9 +192,9 @@ fn store_contents(client: &mut postgres::Client) -> String {
     for stream in &streams {
         let row = client
             .query_one(
-                "SELECT string_agg(pg_catalog.format('%s %s %s %s %s %s', m.id, m.stream_name, m.type,
+                "SELECT string_agg(pg_catalog.format('%s %s %s %s %s %s %s', m.id, m.stream_name, m.type,
                                                      m.position, coalesce(m.data, '(null)'),
-                                                     coalesce(m.metadata, '(null)')), E'\\n'
+                                                     coalesce(m.metadata, '(null)'), m.time), E'\\n'
                                    ORDER BY m.position)
                  FROM message_store.get_stream_messages($1, 0, -1) AS m",
                 &[stream],
@@ -217,7 +217,7 @@ fn store_contents(client: &mut postgres::Client) -> String {
 }
 
 #[test]
-fn a_message_db_database_moves_over_with_its_streams_positions_and_category_order() {
+fn a_message_db_database_moves_over_with_its_streams_positions_times_and_category_order() {
     let cluster = Cluster::start();
     install_message_db(&cluster);
     // message-db's messages: two categories, streams of several hundred messages (archived
@@ -233,7 +233,10 @@ fn a_message_db_database_moves_over_with_its_streams_positions_and_category_orde
                         CASE WHEN n % 11 = 0 THEN NULL ELSE pg_catalog.jsonb_build_object('n', n) END,
                         CASE WHEN n % 7 = 0 THEN NULL
                              ELSE pg_catalog.jsonb_build_object('correlationStreamName', 'other-' || n) END)
-             FROM pg_catalog.generate_series(1, 2500) AS n;",
+             FROM pg_catalog.generate_series(1, 2500) AS n;
+             -- (one statement wrote them all at one time: each its own, to the microsecond)
+             UPDATE message_store.messages
+             SET time = time - global_position * interval '1 minute 0.000001 second';",
         )
         .expect("message-db's writes");
     // the recipe's copy, then the recipe

@@ -59,6 +59,24 @@ SELECT (chunked_map.chunked_register_with_id('kept-1', '{"n": 4}', 'k4')).seq;
 DROP TABLE kept;
 SELECT seq, payload, id FROM chunked_map.chunked_read('kept-1', 0, 10);
 SELECT chunked_map.chunked_drop('kept-1');
+-- a time given is the record's, written directly or by SQL, kept when its chunk is archived;
+-- none (NULL), the transaction's start, as every append's
+SELECT chunked_map.chunked_start('kept-2', 2);
+SELECT seq FROM chunked_map.chunked_register_with_id('kept-2', '{"n": 1}', 'k1', '2020-01-02 03:04:05.678901+00');
+SET chunked_map.direct_append = off;
+SELECT seq FROM chunked_map.chunked_register_with_id('kept-2', '{"n": 2}', 'k2', '2019-12-31 23:59:59.999999-01');
+RESET chunked_map.direct_append;
+BEGIN;
+SELECT seq FROM chunked_map.chunked_register_with_id('kept-2', '{"n": 3}', 'k3', NULL);
+SELECT seq, at = pg_catalog.now() AS the_transactions_start
+FROM chunked_map.chunked_read('kept-2', 2, 10);
+COMMIT;
+SELECT seq FROM chunked_map.chunked_register_with_id('kept-2', '{"n": 4}', 'k4', '1999-01-01 00:00:00+00');
+SELECT a.first_seq, t.at AT TIME ZONE 'UTC' AS at_utc
+FROM chunked_map.archived_chunk AS a, LATERAL pg_catalog.unnest(a.ats) WITH ORDINALITY AS t(at, i)
+WHERE a.map = 'kept-2' ORDER BY a.first_seq, t.i;
+SELECT seq, at AT TIME ZONE 'UTC' AS at_utc FROM chunked_map.chunked_read('kept-2', 0, 10) WHERE seq <> 3;
+SELECT chunked_map.chunked_drop('kept-2');
 
 -- an id written before fails on messages_id after the append: the savepoint the error ends
 -- takes the append with it, and the stream goes on at the next position
@@ -73,6 +91,23 @@ ROLLBACK TO SAVEPOINT retry;
 SELECT message_store.write_message('00000000-0000-4000-8000-000000000015', 'retry-1', 'Deposited', '{}');
 COMMIT;
 SELECT seq, payload, id FROM chunked_map.chunked_read('retry-1', 0, 10);
+
+-- a message moved over from message-db keeps its time (import_message, the import recipe's
+-- writer), as UTC; only the owner may give messages a time: not message-db's client role
+SELECT message_store.import_message('00000000-0000-4000-8000-000000000016', 'imported-1', 'Opened',
+                                    '{"a": 1}', NULL, '2020-01-02 03:04:05.678901');
+SELECT message_store.import_message('00000000-0000-4000-8000-000000000017', 'imported-1', 'Closed',
+                                    NULL, '{"m": 1}', '2020-01-03 00:00:00');
+SELECT id, position, type, data, metadata, time FROM message_store.get_stream_messages('imported-1');
+SELECT time FROM message_store.messages WHERE stream_name = 'imported-1' ORDER BY position;
+SELECT message_store.import_message('00000000-0000-4000-8000-000000000018', 'imported-1', 'Closed',
+                                    NULL, NULL, NULL);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SET ROLE message_store;
+SELECT message_store.import_message('00000000-0000-4000-8000-000000000018', 'imported-1', 'Closed',
+                                    NULL, NULL, '2020-01-04 00:00:00');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+RESET ROLE;
 -- (the map does not remember message ids: the store's index keeps them unique)
 SELECT count(*) AS ids_the_map_remembers FROM chunked_map.record_id WHERE map = 'retry-1';
 SELECT position, type FROM message_store.get_stream_messages('retry-1');
