@@ -88,7 +88,7 @@ sql_function!(
         let map = MapName::parse(call.text(0)).or_raise();
         let payload = required(call.jsonb(1), "payload").or_raise();
         let id = input::record_id(required(call.text(2), "id").or_raise()).or_raise();
-        let at = call.timestamptz(3);
+        let at = input::record_time(call.timestamptz(3)).or_raise();
         let registered = append::append(map, payload, None, Some(RecordId::Kept(id)), at);
         let record = registered.record.map(|tid| call.memory().tid(tid));
         call.returns_row([Some(pgrx::pg_sys::Datum::from(registered.seq)), record])

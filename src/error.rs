@@ -126,6 +126,11 @@ pub enum ChunkedError {
     #[error("max_age must be a positive interval (NULL: no limit)")]
     InvalidRetainedAge,
 
+    /// (0.5) A record's time given by its writer is a finite time of the common era: what a
+    /// page prints as `YYYY-MM-DDTHH:MI:SS.USZ` and retention can subtract from now.
+    #[error("at must be a finite time from 0001-01-01 00:00:00 UTC on")]
+    InvalidTime,
+
     /// (0.5) A record id is 1 to `max` bytes.
     #[error("id must be 1 to {max} bytes long, got {bytes} bytes")]
     InvalidId { bytes: usize, max: usize },
@@ -241,6 +246,7 @@ impl ChunkedError {
             | MaxRecordsOutOfRange { .. }
             | InvalidRetainedRecords { .. }
             | InvalidRetainedAge
+            | InvalidTime
             | InvalidId { .. }
             | InvalidIdElement { .. }
             | IdsDoNotMatchPayloads { .. }

@@ -150,7 +150,7 @@ RETURN CASE WHEN metadata IS NULL AND data IS NULL
             ELSE pg_catalog.jsonb_build_object('type', "type", 'data', data, 'metadata', metadata) END;
 
 -- ---- what runs as the extension's owner (the maps are the owner's): granted to message_store,
--- ---- never to PUBLIC ----
+-- ---- never to PUBLIC (but import_message: the owner's own, run as its caller) ----
 
 -- message-db's write_message. As the extension's owner (the maps are the owner's): it takes no
 -- SQL of the caller's. (import_message, below, writes a message as this does, with its time.)
@@ -258,8 +258,10 @@ $$;
 -- A message moved over from another message store (sql/message_store/import-from-message-db.sql):
 -- written as write_message writes it (no expected version), its record given the time the
 -- message has there (message-db's time: UTC) instead of the transaction's. Owner-only: a
--- writer that could give its messages any time could backdate them. Its statements are
--- write_message's, but for the time: keep the two alike.
+-- writer that could give its messages any time could backdate them; and not SECURITY DEFINER,
+-- so that granted by mistake it still runs as its caller, to whom chunked_register_with_id and
+-- message_index are not granted. Its statements are write_message's, but for the time: keep the
+-- two alike (the import test compares a store written by each).
 CREATE FUNCTION message_store.import_message(
   id varchar,
   stream_name varchar,

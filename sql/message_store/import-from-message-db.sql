@@ -2,9 +2,11 @@
 -- (docs/message-db.md, "Moving a message-db database over"). Run as the extension's owner in
 -- the new database, after copying message-db's table into message_db_import.messages:
 --
---   in message-db's database:
+--   in message-db's database (times as ISO text, read back the same whatever DateStyle says):
+--     SET datestyle = 'ISO, YMD';
 --     \copy (SELECT global_position, position, time, stream_name, type, data, metadata, id FROM message_store.messages) TO 'messages.copy'
 --   in the new one:
+--     SET datestyle = 'ISO, YMD';
 --     CREATE SCHEMA message_db_import;
 --     CREATE TABLE message_db_import.messages (global_position bigint, position bigint,
 --         time timestamp, stream_name text, type text, data jsonb, metadata jsonb, id uuid);

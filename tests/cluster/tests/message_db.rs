@@ -204,14 +204,24 @@ fn store_contents(client: &mut postgres::Client) -> String {
         printed.push('\n');
     }
     for category in ["account", "order"] {
-        let row = client
-            .query_one(
-                "SELECT string_agg(m.id, ' ' ORDER BY m.global_position)
-                 FROM message_store.get_category_messages($1, 1, -1) AS m",
-                &[&category],
-            )
-            .expect("a category's messages");
-        printed.push_str(&format!("{category}: {}\n", row.get::<_, String>(0)));
+        // the whole category, the messages correlated with category "other", and member 0 of a
+        // consumer group of 2: what the message's index row says, as each store filters it
+        for (read, filters) in [
+            ("all", "NULL, NULL, NULL"),
+            ("correlated", "'other', NULL, NULL"),
+            ("member 0 of 2", "NULL, 0, 2"),
+        ] {
+            let row = client
+                .query_one(
+                    &format!(
+                        "SELECT string_agg(m.id, ' ' ORDER BY m.global_position)
+                         FROM message_store.get_category_messages($1, 1, -1, {filters}) AS m"
+                    ),
+                    &[&category],
+                )
+                .expect("a category's messages");
+            printed.push_str(&format!("{category} {read}: {}\n", row.get::<_, String>(0)));
+        }
     }
     printed
 }
@@ -313,7 +323,7 @@ fn a_message_db_database_moves_over_with_its_streams_positions_times_and_categor
     );
     let theirs = store_contents(&mut theirs);
     let ours = store_contents(&mut ours);
-    assert_eq!(theirs.lines().count(), 2500 + 2, "every message printed");
+    assert_eq!(theirs.lines().count(), 2500 + 6, "every message printed");
     assert!(
         theirs.contains("(null) (null)"),
         "messages without data or metadata"

@@ -77,6 +77,17 @@ FROM chunked_map.archived_chunk AS a, LATERAL pg_catalog.unnest(a.ats) WITH ORDI
 WHERE a.map = 'kept-2' ORDER BY a.first_seq, t.i;
 SELECT seq, at AT TIME ZONE 'UTC' AS at_utc FROM chunked_map.chunked_read('kept-2', 0, 10) WHERE seq <> 3;
 SELECT chunked_map.chunked_drop('kept-2');
+-- a time given must be finite and of the common era, what a page can print and retention can
+-- count from (22023, before anything is written)
+SELECT chunked_map.chunked_register_with_id('kept-3', '{}', 'k1', 'infinity');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT chunked_map.chunked_register_with_id('kept-3', '{}', 'k1', '-infinity');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT chunked_map.chunked_register_with_id('kept-3', '{}', 'k1', '0001-12-31 23:59:59.999999+00 BC');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT seq FROM chunked_map.chunked_register_with_id('kept-3', '{}', 'k1', '0001-01-01 00:00:00+00');
+SELECT chunked_map.chunked_get('kept-3', 1) -> 'at' AS at;
+SELECT chunked_map.chunked_drop('kept-3');
 
 -- an id written before fails on messages_id after the append: the savepoint the error ends
 -- takes the append with it, and the stream goes on at the next position
@@ -108,6 +119,17 @@ SELECT message_store.import_message('00000000-0000-4000-8000-000000000018', 'imp
                                     NULL, NULL, '2020-01-04 00:00:00');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 RESET ROLE;
+-- (and granted by mistake, it runs as its caller: what it calls stays the owner's)
+GRANT EXECUTE ON FUNCTION message_store.import_message(varchar, varchar, varchar, jsonb, jsonb, timestamp)
+    TO message_store;
+SET ROLE message_store;
+SELECT message_store.import_message('00000000-0000-4000-8000-000000000018', 'imported-1', 'Closed',
+                                    NULL, NULL, '2020-01-04 00:00:00');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+RESET ROLE;
+REVOKE EXECUTE ON FUNCTION message_store.import_message(varchar, varchar, varchar, jsonb, jsonb, timestamp)
+    FROM message_store;
+SELECT count(*) AS imported FROM message_store.message_index WHERE stream_name = 'imported-1';
 -- (the map does not remember message ids: the store's index keeps them unique)
 SELECT count(*) AS ids_the_map_remembers FROM chunked_map.record_id WHERE map = 'retry-1';
 SELECT position, type FROM message_store.get_stream_messages('retry-1');
