@@ -175,7 +175,6 @@ pub fn max_records_kept(value: Option<i64>) -> Result<Option<i64>, ChunkedError>
 /// derives from its own data, small enough that remembering ids stays cheap.
 pub const MAX_ID_BYTES: usize = 256;
 
-/// A record's id: 1 to [`MAX_ID_BYTES`] bytes.
 /// The earliest time a writer may give a record, 0001-01-01 00:00:00 UTC, as PostgreSQL keeps a
 /// `timestamptz` (microseconds from 2000-01-01 UTC: 730,119 days before).
 const EARLIEST_RECORD_TIME: i64 = -730_119 * 86_400 * 1_000_000;
@@ -189,6 +188,7 @@ pub fn record_time(value: Option<i64>) -> Result<Option<i64>, ChunkedError> {
     }
 }
 
+/// A record's id: 1 to [`MAX_ID_BYTES`] bytes.
 pub fn record_id(value: &str) -> Result<&str, ChunkedError> {
     if (1..=MAX_ID_BYTES).contains(&value.len()) {
         Ok(value)
