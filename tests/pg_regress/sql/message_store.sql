@@ -76,6 +76,11 @@ SELECT a.first_seq, t.at AT TIME ZONE 'UTC' AS at_utc
 FROM chunked_map.archived_chunk AS a, LATERAL pg_catalog.unnest(a.ats) WITH ORDINALITY AS t(at, i)
 WHERE a.map = 'kept-2' ORDER BY a.first_seq, t.i;
 SELECT seq, at AT TIME ZONE 'UTC' AS at_utc FROM chunked_map.chunked_read('kept-2', 0, 10) WHERE seq <> 3;
+-- max_age counts from the time given: the archived chunk of 2019 and 2020 goes, though it was
+-- appended a moment ago
+SELECT chunked_map.chunked_set_retention('kept-2', NULL, '1 day');
+SELECT chunked_map.chunked_apply_retention('kept-2') AS records_removed;
+SELECT seq FROM chunked_map.chunked_read('kept-2', 0, 10);
 SELECT chunked_map.chunked_drop('kept-2');
 -- a time given must be finite and of the common era, what a page can print and retention can
 -- count from (22023, before anything is written)
