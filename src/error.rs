@@ -210,6 +210,11 @@ pub enum ChunkedError {
     #[error("chunked_distribute needs chunked_map in shared_preload_libraries (after citus) on every node: {nodes}")]
     NotPreloaded { nodes: String },
 
+    /// (0.5) `chunked_distribute` where the message store is installed: it numbers messages on
+    /// one node, and does not run on distributed maps (docs/citus.md).
+    #[error("chunked_distribute cannot distribute the maps of a database with the message store (extension chunked_map_message_store) on {nodes}")]
+    MessageStoreInstalled { nodes: String },
+
     /// (0.5) On a Citus cluster, a storage table an update added is not distributed yet.
     #[error("chunked_map's storage table {table} is not distributed, while the others are")]
     StoragePartlyDistributed { table: String },
@@ -260,7 +265,7 @@ impl ChunkedError {
             }
             PayloadTooLarge { .. } => PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             HistoryIsImmutable { .. } => PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
-            NotifyInPreparedTransaction | FeedOffCoordinator => {
+            NotifyInPreparedTransaction | FeedOffCoordinator | MessageStoreInstalled { .. } => {
                 PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED
             }
             CitusMissing { .. }
@@ -344,6 +349,10 @@ impl ChunkedError {
             ),
             NotPreloaded { .. } => Some(
                 "Set shared_preload_libraries = 'citus,chunked_map' on every node and restart them: Citus delegates each call by its map, and chunked_map must see a NULL map before Citus does."
+                    .into(),
+            ),
+            MessageStoreInstalled { .. } => Some(
+                "The message store runs on one node: keep this database's maps undistributed, or drop the extension chunked_map_message_store everywhere before distributing them."
                     .into(),
             ),
             OutdatedSqlObjects { .. } => Some("Run ALTER EXTENSION chunked_map UPDATE.".into()),

@@ -22,6 +22,25 @@
 -- (a read that rolled back) gives them the same positions. See docs/message-db.md.
 \echo Use "CREATE EXTENSION chunked_map_message_store" to load this file. \quit
 
+-- Not on distributed maps (Citus, chunked_map.chunked_distribute()): messages are numbered on
+-- one node, from that node's transaction ids, and message_index is a table of the node a write
+-- runs on, where the streams would be spread over the workers (docs/citus.md). chunked_distribute
+-- refuses a database with the message store in turn.
+DO $guard$
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        IF EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition AS p
+                   WHERE p.logicalrelid = 'chunked_map.map_state'::pg_catalog.regclass) THEN
+            RAISE EXCEPTION USING
+                ERRCODE = 'feature_not_supported',
+                MESSAGE = 'the message store does not run on distributed maps',
+                DETAIL = 'chunked_map''s storage in this database is distributed by Citus (chunked_map.chunked_distribute()).',
+                HINT = 'Create the message store in a database whose maps are not distributed: it runs on one node.';
+        END IF;
+    END IF;
+END
+$guard$;
+
 -- The role message-db's clients connect as (as message-db's installer makes it); kept if there.
 DO $$
 BEGIN

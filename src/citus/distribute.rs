@@ -3,7 +3,8 @@
 //! node; every function whose first argument is the map is distributed by that argument, so a
 //! call (outside an explicit transaction) is delegated to the node that holds the map and runs
 //! there, its statements on local shards. Idempotent: what is distributed already is left as it
-//! is. Maps that exist already move with their tables.
+//! is. Maps that exist already move with their tables. Refused where the message store is
+//! installed: it runs on one node (docs/citus.md).
 //!
 //! The history-protecting triggers go along (Citus refuses triggers on distributed tables
 //! unless `citus.enable_unsafe_triggers` is on, for the call): they are created on every shard,
@@ -56,6 +57,15 @@ pub fn distribute() -> Distributed {
         if !unguarded.is_empty() {
             ChunkedError::NotPreloaded {
                 nodes: format!("not on {}", unguarded.join(", ")),
+            }
+            .raise();
+        }
+        // The message store numbers a category's messages on one node: distributed maps would
+        // leave its index on the node each write ran on (docs/citus.md).
+        let with_message_store = citus_statements::nodes_with_message_store(session);
+        if !with_message_store.is_empty() {
+            ChunkedError::MessageStoreInstalled {
+                nodes: with_message_store.join(", "),
             }
             .raise();
         }

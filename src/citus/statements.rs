@@ -42,6 +42,21 @@ statements! {
          ORDER BY w.nodename, w.nodeport"
     );
 
+    /// The nodes where the message store (extension chunked_map_message_store) is installed:
+    /// this coordinator, and the workers (`host:port`) that say so. (A worker that does not
+    /// answer is named by WORKERS_WITHOUT_GUARD, asked first.)
+    pub NODES_WITH_MESSAGE_STORE: Statement<(), (NotNull<Text>,)> = read(
+        "SELECT 'this coordinator' FROM pg_catalog.pg_extension AS e
+         WHERE e.extname = 'chunked_map_message_store'
+         UNION ALL
+         (SELECT w.nodename || ':' || w.nodeport
+          FROM pg_catalog.run_command_on_workers(
+                   $$SELECT pg_catalog.count(*) FROM pg_catalog.pg_extension AS e
+                     WHERE e.extname = 'chunked_map_message_store'$$) AS w
+          WHERE w.success AND w.result <> '0'
+          ORDER BY w.nodename, w.nodeport)"
+    );
+
     /// Whether this node holds the shard of `map`'s state row (where a lock statement runs in
     /// this backend, Citus's local execution, and waits with this session's `lock_timeout`).
     pub MAP_IS_ON_THIS_NODE: Statement<(Text,), (NotNull<Int8>,)> = read(
@@ -125,6 +140,15 @@ pub fn nodes_without_guard(session: &Session, guarded: bool) -> Vec<String> {
             .map(|(node,)| node),
     );
     nodes
+}
+
+/// The nodes where the message store is installed, this coordinator first.
+pub fn nodes_with_message_store(session: &Session) -> Vec<String> {
+    session
+        .run(&NODES_WITH_MESSAGE_STORE, ())
+        .iter()
+        .map(|(node,)| node)
+        .collect()
 }
 
 pub fn map_is_on_this_node(session: &Session, map: &str) -> bool {

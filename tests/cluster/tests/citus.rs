@@ -853,6 +853,114 @@ fn distributing_needs_chunked_map_preloaded_after_citus_on_every_node() {
     assert_eq!(distributed, 0);
 }
 
+/// The message store runs on one node: on a Citus coordinator whose maps are not distributed it
+/// works as on a single server; `chunked_distribute` refuses a database that has it, and it
+/// refuses to be created where the maps are distributed (messages are numbered on one node, and
+/// its index would stay on whichever node a write ran on).
+#[test]
+#[ignore = "needs Citus: scripts/test-citus.sh"]
+fn the_message_store_runs_on_undistributed_maps_and_is_never_mixed_with_distributed_ones() {
+    let citus = CitusCluster::start("message_store");
+    let mut coordinator = citus.coordinator();
+    coordinator
+        .batch_execute("CREATE EXTENSION chunked_map_message_store")
+        .expect("create the message store on undistributed maps");
+    for (stream, n) in [("account-1", 1), ("account-2", 2), ("account-1", 3)] {
+        coordinator
+            .query_one(
+                "SELECT message_store.write_message(gen_random_uuid()::varchar, $1, 'Opened', \
+                 jsonb_build_object('n', $2::int))",
+                &[&stream, &n],
+            )
+            .expect("write_message");
+    }
+    let read: Vec<(String, i64, i64)> = coordinator
+        .query(
+            "SELECT stream_name::text, position, global_position
+             FROM message_store.get_category_messages('account')",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2)))
+        .collect();
+    assert_eq!(
+        read,
+        [
+            ("account-1".to_owned(), 0, 1),
+            ("account-2".to_owned(), 0, 2),
+            ("account-1".to_owned(), 1, 3)
+        ]
+    );
+
+    let workers: Vec<String> = citus
+        .workers
+        .iter()
+        .map(|worker| format!("127.0.0.1:{}", worker.port()))
+        .collect();
+    let error = assert_error(
+        coordinator.batch_execute("SELECT chunked_map.chunked_distribute()"),
+        "0A000",
+        "chunked_distribute cannot distribute the maps of a database with the message store \
+         (extension chunked_map_message_store) on ",
+    );
+    assert!(
+        error
+            .message()
+            .ends_with(&format!(" on this coordinator, {}", workers.join(", "))),
+        "{}",
+        error.message()
+    );
+    let distributed = |client: &mut Client| -> i64 {
+        client
+            .query_one(
+                "SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::text LIKE 'chunked_map.%'",
+                &[],
+            )
+            .unwrap()
+            .get(0)
+    };
+    assert_eq!(distributed(&mut coordinator), 0, "nothing was distributed");
+
+    // without the store, the maps (the streams among them) are distributed; the store cannot
+    // come back on them, on any node
+    coordinator
+        .batch_execute("DROP EXTENSION chunked_map_message_store")
+        .unwrap();
+    distribute(&mut coordinator);
+    assert!(distributed(&mut coordinator) > 0);
+    assert_error(
+        coordinator.batch_execute("CREATE EXTENSION chunked_map_message_store"),
+        "0A000",
+        "the message store does not run on distributed maps",
+    );
+    let mut worker = citus.worker(0);
+    assert_error(
+        worker.batch_execute("CREATE EXTENSION chunked_map_message_store"),
+        "0A000",
+        "the message store does not run on distributed maps",
+    );
+    for node in citus.nodes() {
+        let installed: i64 = node
+            .connect("message_store")
+            .query_one(
+                "SELECT count(*) FROM pg_extension WHERE extname = 'chunked_map_message_store'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(installed, 0, "node {}", node.port());
+    }
+    let records: i64 = coordinator
+        .query_one(
+            "SELECT count(*) FROM chunked_map.chunked_read('account-1', 0)",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(records, 2, "the streams' records moved with their maps");
+}
+
 #[test]
 #[ignore = "needs Citus: scripts/test-citus.sh"]
 fn trim_and_retention_work_on_distributed_maps_and_the_feed_reports_what_they_removed() {
