@@ -350,6 +350,7 @@ DECLARE
     _numbered bigint;
     _next bigint;
     _horizon bigint;
+    _ranked bigint;
     _count bigint;
 BEGIN
     -- (READ UNCOMMITTED is READ COMMITTED in PostgreSQL; a read-only transaction, or a hot
@@ -407,18 +408,26 @@ BEGIN
     INTO _horizon
     FROM behind AS b
     WHERE b.distance BETWEEN 1 AND 2147483648;
-    WITH ranked AS (
-        SELECT i.stream_name, i.position,
+    -- Each row found by its address (a TID scan: 20% of the numbering's cost per message, where
+    -- the key's index was descended again). Only this statement, under the numbering lock,
+    -- updates message_index: a row ranked is still where the scan found it, unless the owner
+    -- changed it by hand meanwhile; it is then left for the next numbering, and the last
+    -- position given is the last ranked all the same (a gap, never a position given twice).
+    WITH ranked AS MATERIALIZED (
+        SELECT i.ctid AS row,
                _numbered + pg_catalog.row_number() OVER (ORDER BY i.writer, i.write_order) AS global_position
         FROM message_store.message_index AS i
         WHERE i.global_position IS NULL AND i.writer < _horizon::text::xid8
+    ), numbered AS (
+        UPDATE message_store.message_index AS i SET global_position = r.global_position
+        FROM ranked AS r
+        WHERE i.ctid = r.row
+        RETURNING 1
     )
-    UPDATE message_store.message_index AS i SET global_position = r.global_position
-    FROM ranked AS r
-    WHERE i.stream_name = r.stream_name AND i.position = r.position;
-    GET DIAGNOSTICS _count = ROW_COUNT;
-    IF _count > 0 THEN
-        INSERT INTO message_store.numbering_state AS n (last_global_position) VALUES (_numbered + _count)
+    SELECT (SELECT pg_catalog.count(*) FROM ranked), (SELECT pg_catalog.count(*) FROM numbered)
+    INTO _ranked, _count;
+    IF _ranked > 0 THEN
+        INSERT INTO message_store.numbering_state AS n (last_global_position) VALUES (_numbered + _ranked)
         ON CONFLICT (one) DO UPDATE SET last_global_position = excluded.last_global_position;
     END IF;
     RETURN _count;
