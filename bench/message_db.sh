@@ -4,7 +4,8 @@
 # streams of one category (message-db serializes them), autocommit and in a transaction that
 # goes on 1 ms after the write (a handler's own work); get_category_messages of 1,000 from a
 # category of CATEGORY_SIZE among 10 categories; get_stream_messages of 1,000 at the end of a
-# stream of STREAM_SIZE. pgbench, medians of ROUNDS runs of SECONDS s. Prints a markdown table and
+# stream of STREAM_SIZE. pgbench, ROUNDS runs of SECONDS s of each system, interleaved, medians;
+# then instructions per write and per message numbered (callgrind). Prints a markdown table and
 # writes it to bench/results/message_db.md.
 # Usage: bench/message_db.sh [ROUNDS] [SECONDS] [CATEGORY_SIZE] [STREAM_SIZE]
 #        (default 3 rounds of 5 s, a category of 100000 (the issue's 1000000 takes ~10 times as
@@ -99,16 +100,13 @@ printf '%s\n' "\\set position random(1, $((category_size * 10 - 10000)))" \
 echo "SELECT count(*) FROM message_store.get_stream_messages('long-1', $((stream_size - 1000)), 1000);" >"$scripts_dir/stream.sql"
 
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-run() { # run DATABASE CLIENTS SCRIPT: tps and latency (ms) medians over the rounds
-    local database=$1 clients=$2 script=$3 tps=() latency=()
-    for _ in $(seq "$rounds"); do
-        local out
-        out=$("$PGBIN/pgbench" -n -d "$database" -c "$clients" -j "$clients" -T "$seconds" \
-            -f "$scripts_dir/$script" 2>&1)
-        tps+=("$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out")")
-        latency+=("$(sed -n 's/^latency average = \([0-9.]*\) ms/\1/p' <<<"$out")")
-    done
-    echo "$(printf '%s\n' "${tps[@]}" | median) $(printf '%s\n' "${latency[@]}" | median)"
+one_round() { # one_round DATABASE CLIENTS SCRIPT: tps and latency (ms) of one pgbench run, each
+    # after a checkpoint (neither system pays for the other's dirty pages)
+    local database=$1 clients=$2 script=$3 out
+    sql postgres -c CHECKPOINT
+    out=$("$PGBIN/pgbench" -n -d "$database" -c "$clients" -j "$clients" -T "$seconds" \
+        -f "$scripts_dir/$script" 2>&1)
+    echo "$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out") $(sed -n 's/^latency average = \([0-9.]*\) ms/\1/p' <<<"$out")"
 }
 
 results=bench/results/message_db.md
@@ -117,17 +115,31 @@ mkdir -p bench/results
     echo "#### message-db 1.3 vs chunked_map_message_store, one server, this machine ($(nproc) cores); pgbench, $rounds × $seconds s, medians"
     echo
     echo "Filled: $((category_size * 10)) messages in 10 categories (a category of $category_size), a stream of $stream_size."
+    echo "Rounds interleaved (message-db then chunked_map, then the other way round), a checkpoint before each; the ratio is the median of the rounds' ratios, their range in brackets."
     echo
     echo "| figure | clients | message-db /s | chunked_map /s | chunked ÷ message-db | message-db ms | chunked_map ms |"
     echo "|---|---|---|---|---|---|---|"
 } | tee "$results"
 figure() { # figure LABEL CLIENTS SCRIPT
-    local theirs ours
-    read -r theirs_tps theirs_ms <<<"$(run message_db "$2" "$3")"
-    read -r ours_tps ours_ms <<<"$(run chunked "$2" "$3")"
-    local ratio
-    ratio=$(awk -v a="$ours_tps" -v b="$theirs_tps" 'BEGIN { printf "%.2f", a / b }')
-    echo "| $1 | $2 | $(printf '%.0f' "$theirs_tps") | $(printf '%.0f' "$ours_tps") | $ratio | $theirs_ms | $ours_ms |" | tee -a "$results"
+    local theirs_tps=() theirs_ms=() ours_tps=() ours_ms=() ratios=() round tps ms
+    for round in $(seq "$rounds"); do
+        local order=(message_db chunked)
+        [ $((round % 2)) = 1 ] || order=(chunked message_db)
+        for database in "${order[@]}"; do
+            read -r tps ms <<<"$(one_round "$database" "$2" "$3")"
+            if [ "$database" = message_db ]; then
+                theirs_tps+=("$tps") theirs_ms+=("$ms")
+            else
+                ours_tps+=("$tps") ours_ms+=("$ms")
+            fi
+        done
+        ratios+=("$(awk -v a="${ours_tps[-1]}" -v b="${theirs_tps[-1]}" 'BEGIN { printf "%.2f", a / b }')")
+    done
+    local ratio low high
+    ratio=$(printf '%s\n' "${ratios[@]}" | median)
+    low=$(printf '%s\n' "${ratios[@]}" | sort -g | head -n 1)
+    high=$(printf '%s\n' "${ratios[@]}" | sort -g | tail -n 1)
+    echo "| $1 | $2 | $(printf '%s\n' "${theirs_tps[@]}" | median | xargs printf '%.0f') | $(printf '%s\n' "${ours_tps[@]}" | median | xargs printf '%.0f') | $ratio ($low–$high) | $(printf '%s\n' "${theirs_ms[@]}" | median) | $(printf '%s\n' "${ours_ms[@]}" | median) |" | tee -a "$results"
 }
 figure "write_message, each client its own stream" 1 write.sql
 figure "write_message, 8 streams of one category" 8 write_hot.sql
@@ -161,11 +173,35 @@ per_write() { # per_write DATABASE (the stream started before either count)
     high=$(instructions "$1" 300)
     echo $(((high - low) / 200))
 }
+# chunked_map gives a message its global position after the write, in the numbering a category
+# read runs (message-db in the write): its cost per message, counted the same way, numbering N1,
+# then N2 messages just written (written uncounted).
+numbering() { # numbering N: callgrind's total for one numbering of N messages written just before
+    local n=$1 writes=$counted/numbered-$1.sql input=$counted/numbering-$1.sql
+    for i in $(seq "$n"); do
+        echo "SELECT message_store.write_message(gen_random_uuid()::varchar, 'numbered-$((i % 50))', 'Written', '{\"n\": 1}');"
+    done >"$writes"
+    echo "SELECT message_store.number_messages();" >"$input"
+    chmod a+r "$writes" "$input"
+    as_server_owner "$PGBIN/postgres" --single -D "$base/data" chunked <"$writes" >/dev/null 2>&1
+    as_server_owner valgrind --tool=callgrind --callgrind-out-file="$counted/numbering-$n.out" \
+        "$PGBIN/postgres" --single -D "$base/data" chunked <"$input" >/dev/null 2>&1
+    sed -n 's/^summary: \([0-9]*\)$/\1/p' "$counted/numbering-$n.out"
+}
+per_numbered() {
+    local low high
+    numbering 1 >/dev/null # (what the writes above left)
+    low=$(numbering 200)
+    high=$(numbering 1000)
+    echo $(((high - low) / 800))
+}
 theirs=$(per_write message_db)
 ours=$(per_write chunked)
+numbered=$(per_numbered)
 {
     echo
     echo "Instructions per autocommit write_message (callgrind, single-user backend, uuid and commit included): message-db $theirs, chunked_map $ours ($(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')×)."
+    echo "chunked_map's numbering, per message (a global position given after commit, by a read; message-db gives it in the write): $numbered; write and numbering: $((ours + numbered)) ($(awk -v a="$((ours + numbered))" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')× message-db's write)."
 } | tee -a "$results"
 echo
 echo "written to $results"
