@@ -11,6 +11,8 @@
 #        (default 3 rounds of 5 s, a category of 100000 (the issue's 1000000 takes ~10 times as
 #        long to fill), a stream of 100000)
 set -euo pipefail
+# (a failure inside $(…) ends the script too: a figure is never made of a failed run)
+shopt -s inherit_errexit
 source "$(dirname "$0")/../scripts/lib.sh"
 cd "$REPO_ROOT"
 
@@ -99,14 +101,19 @@ printf '%s\n' "\\set position random(1, $((category_size * 10 - 10000)))" \
     "SELECT count(*) FROM message_store.get_category_messages('cat3', :position, 1000);" >"$scripts_dir/category.sql"
 echo "SELECT count(*) FROM message_store.get_stream_messages('long-1', $((stream_size - 1000)), 1000);" >"$scripts_dir/stream.sql"
 
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+fail() { echo "bench/message_db.sh: $*" >&2; exit 1; }
+median() { sort -g | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2] + a[NR/2+1]) / 2}'; }
 one_round() { # one_round DATABASE CLIENTS SCRIPT: tps and latency (ms) of one pgbench run, each
     # after a checkpoint (neither system pays for the other's dirty pages)
     local database=$1 clients=$2 script=$3 out
     sql postgres -c CHECKPOINT
+    local tps latency
     out=$("$PGBIN/pgbench" -n -d "$database" -c "$clients" -j "$clients" -T "$seconds" \
-        -f "$scripts_dir/$script" 2>&1)
-    echo "$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out") $(sed -n 's/^latency average = \([0-9.]*\) ms/\1/p' <<<"$out")"
+        -f "$scripts_dir/$script" 2>&1) || { echo "$out" >&2; fail "pgbench failed on $database ($script)"; }
+    tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out")
+    latency=$(sed -n 's/^latency average = \([0-9.]*\) ms/\1/p' <<<"$out")
+    [ -n "$tps" ] && [ -n "$latency" ] || { echo "$out" >&2; fail "no tps or latency from pgbench on $database ($script)"; }
+    echo "$tps $latency"
 }
 
 results=bench/results/message_db.md
@@ -126,7 +133,9 @@ figure() { # figure LABEL CLIENTS SCRIPT
         local order=(message_db chunked)
         [ $((round % 2)) = 1 ] || order=(chunked message_db)
         for database in "${order[@]}"; do
-            read -r tps ms <<<"$(one_round "$database" "$2" "$3")"
+            local measured
+            measured=$(one_round "$database" "$2" "$3")
+            read -r tps ms <<<"$measured"
             if [ "$database" = message_db ]; then
                 theirs_tps+=("$tps") theirs_ms+=("$ms")
             else
@@ -144,6 +153,8 @@ figure() { # figure LABEL CLIENTS SCRIPT
 figure "write_message, each client its own stream" 1 write.sql
 figure "write_message, 8 streams of one category" 8 write_hot.sql
 figure "write_message then 1 ms of work before commit, 8 streams of one category" 8 write_hot_handler.sql
+# (the writes above left messages without a global position: given now, outside the reads' time)
+sql chunked -c "SELECT message_store.number_messages()" >/dev/null
 figure "get_category_messages, 1,000 from a random position" 1 category.sql
 figure "get_stream_messages, the last 1,000 of the stream" 1 stream.sql
 
@@ -181,11 +192,14 @@ numbering() { # numbering N: callgrind's total for one numbering of N messages w
     for i in $(seq "$n"); do
         echo "SELECT message_store.write_message(gen_random_uuid()::varchar, 'numbered-$((i % 50))', 'Written', '{\"n\": 1}');"
     done >"$writes"
-    echo "SELECT message_store.number_messages();" >"$input"
+    echo "SELECT message_store.number_messages() AS numbered;" >"$input"
     chmod a+r "$writes" "$input"
     as_server_owner "$PGBIN/postgres" --single -D "$base/data" chunked <"$writes" >/dev/null 2>&1
-    as_server_owner valgrind --tool=callgrind --callgrind-out-file="$counted/numbering-$n.out" \
-        "$PGBIN/postgres" --single -D "$base/data" chunked <"$input" >/dev/null 2>&1
+    local numbered
+    numbered=$(as_server_owner valgrind --tool=callgrind --callgrind-out-file="$counted/numbering-$n.out" \
+        "$PGBIN/postgres" --single -D "$base/data" chunked <"$input" 2>/dev/null |
+        sed -n 's/^[[:space:]]*1: numbered = "\([0-9]*\)".*/\1/p')
+    [ "$n" = 1 ] || [ "$numbered" = "$n" ] || fail "the numbering counted gave $numbered positions, not $n"
     sed -n 's/^summary: \([0-9]*\)$/\1/p' "$counted/numbering-$n.out"
 }
 per_numbered() {

@@ -352,7 +352,7 @@ impl ChunkedError {
                     .into(),
             ),
             MessageStoreInstalled { .. } => Some(
-                "The message store runs on one node: keep this database's maps undistributed, or drop the extension chunked_map_message_store everywhere before distributing them."
+                "The message store runs on one node: keep this database's maps undistributed. Dropping the extension chunked_map_message_store would let them be distributed, but drops its index of messages with their global positions."
                     .into(),
             ),
             OutdatedSqlObjects { .. } => Some("Run ALTER EXTENSION chunked_map UPDATE.".into()),

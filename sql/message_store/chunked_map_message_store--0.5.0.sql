@@ -25,12 +25,23 @@
 -- Not on distributed maps (Citus, chunked_map.chunked_distribute()): messages are numbered on
 -- one node, from that node's transaction ids, and message_index is a table of the node a write
 -- runs on, where the streams would be spread over the workers (docs/citus.md). chunked_distribute
--- refuses a database with the message store in turn.
+-- refuses a database with the message store in turn. Each takes the same lock before it looks,
+-- so that they look at each other one at a time, and looks in a snapshot taken after the lock
+-- (READ COMMITTED: a transaction's snapshot can predate the lock, and miss a distribution
+-- committed meanwhile).
 DO $guard$
 BEGIN
     IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        IF pg_catalog.current_setting('transaction_isolation') NOT IN ('read committed', 'read uncommitted') THEN
+            RAISE EXCEPTION USING
+                ERRCODE = 'feature_not_supported',
+                MESSAGE = 'where Citus is installed, the message store is created under READ COMMITTED',
+                DETAIL = pg_catalog.format('This transaction is %s.', pg_catalog.upper(pg_catalog.current_setting('transaction_isolation'))),
+                HINT = 'Run CREATE EXTENSION chunked_map_message_store in a READ COMMITTED transaction: it checks that the maps are not distributed as of after its lock.';
+        END IF;
+        LOCK TABLE chunked_map.map_state IN SHARE ROW EXCLUSIVE MODE;
         IF EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition AS p
-                   WHERE p.logicalrelid = 'chunked_map.map_state'::pg_catalog.regclass) THEN
+                   WHERE p.logicalrelid OPERATOR(pg_catalog.=) 'chunked_map.map_state'::pg_catalog.regclass) THEN
             RAISE EXCEPTION USING
                 ERRCODE = 'feature_not_supported',
                 MESSAGE = 'the message store does not run on distributed maps',
@@ -408,11 +419,13 @@ BEGIN
     INTO _horizon
     FROM behind AS b
     WHERE b.distance BETWEEN 1 AND 2147483648;
-    -- Each row found by its address (a TID scan: 20% of the numbering's cost per message, where
-    -- the key's index was descended again). Only this statement, under the numbering lock,
+    -- Each row found again by its address (a TID scan: 20% of the numbering's cost per message
+    -- against a descent of the primary key). Only this statement, under the numbering lock,
     -- updates message_index: a row ranked is still where the scan found it, unless the owner
-    -- changed it by hand meanwhile; it is then left for the next numbering, and the last
-    -- position given is the last ranked all the same (a gap, never a position given twice).
+    -- changed it by hand meanwhile. Then it is not updated (or, on a PostgreSQL without the TID
+    -- scan's recheck, its new version is): fewer rows updated than ranked, and the positions
+    -- would no longer follow the ranking (nor a stream's order), so the numbering fails with
+    -- 40001 and gives no position; the reader's next try numbers everything in order.
     WITH ranked AS MATERIALIZED (
         SELECT i.ctid AS row,
                _numbered + pg_catalog.row_number() OVER (ORDER BY i.writer, i.write_order) AS global_position
@@ -426,8 +439,14 @@ BEGIN
     )
     SELECT (SELECT pg_catalog.count(*) FROM ranked), (SELECT pg_catalog.count(*) FROM numbered)
     INTO _ranked, _count;
-    IF _ranked > 0 THEN
-        INSERT INTO message_store.numbering_state AS n (last_global_position) VALUES (_numbered + _ranked)
+    IF _count <> _ranked THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'serialization_failure',
+            MESSAGE = 'could not give global positions due to a concurrent update of message_store.message_index',
+            HINT = 'The transaction might succeed if retried.';
+    END IF;
+    IF _count > 0 THEN
+        INSERT INTO message_store.numbering_state AS n (last_global_position) VALUES (_numbered + _count)
         ON CONFLICT (one) DO UPDATE SET last_global_position = excluded.last_global_position;
     END IF;
     RETURN _count;

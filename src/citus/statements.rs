@@ -42,18 +42,26 @@ statements! {
          ORDER BY w.nodename, w.nodeport"
     );
 
+    /// The lock the message store's install script takes too before it looks whether the maps
+    /// are distributed (sql/message_store): `chunked_distribute` and `CREATE EXTENSION
+    /// chunked_map_message_store` look at each other one at a time. (It also holds back every
+    /// append until the end of the transaction, as distributing the table does anyway.)
+    pub LOCK_OUT_THE_MESSAGE_STORE: Statement<(), ()> = write(
+        "LOCK TABLE chunked_map.map_state IN SHARE ROW EXCLUSIVE MODE"
+    );
+
     /// The nodes where the message store (extension chunked_map_message_store) is installed:
-    /// this coordinator, and the workers (`host:port`) that say so. (A worker that does not
-    /// answer is named by WORKERS_WITHOUT_GUARD, asked first.)
+    /// this coordinator, and the workers (`host:port`) that say so or do not answer.
     pub NODES_WITH_MESSAGE_STORE: Statement<(), (NotNull<Text>,)> = read(
         "SELECT 'this coordinator' FROM pg_catalog.pg_extension AS e
          WHERE e.extname = 'chunked_map_message_store'
          UNION ALL
          (SELECT w.nodename || ':' || w.nodeport
+                 || CASE WHEN w.success THEN '' ELSE ' (did not answer: ' || w.result || ')' END
           FROM pg_catalog.run_command_on_workers(
                    $$SELECT pg_catalog.count(*) FROM pg_catalog.pg_extension AS e
                      WHERE e.extname = 'chunked_map_message_store'$$) AS w
-          WHERE w.success AND w.result <> '0'
+          WHERE NOT w.success OR w.result <> '0'
           ORDER BY w.nodename, w.nodeport)"
     );
 
@@ -142,10 +150,13 @@ pub fn nodes_without_guard(session: &Session, guarded: bool) -> Vec<String> {
     nodes
 }
 
-/// The nodes where the message store is installed, this coordinator first.
+/// The nodes where the message store is installed, this coordinator first, once no install of
+/// it can be under way: looked at after the lock the install takes too, on the newest committed
+/// state (also under REPEATABLE READ, whose snapshot can predate the lock).
 pub fn nodes_with_message_store(session: &Session) -> Vec<String> {
+    session.run(&LOCK_OUT_THE_MESSAGE_STORE, ());
     session
-        .run(&NODES_WITH_MESSAGE_STORE, ())
+        .run_on_latest(&NODES_WITH_MESSAGE_STORE, ())
         .iter()
         .map(|(node,)| node)
         .collect()
