@@ -419,13 +419,16 @@ BEGIN
     INTO _horizon
     FROM behind AS b
     WHERE b.distance BETWEEN 1 AND 2147483648;
-    -- Each row found again by its address (a TID scan: 20% of the numbering's cost per message
-    -- against a descent of the primary key). Only this statement, under the numbering lock,
-    -- updates message_index: a row ranked is still where the scan found it, unless the owner
-    -- changed it by hand meanwhile. Then it is not updated (or, on a PostgreSQL without the TID
-    -- scan's recheck, its new version is): fewer rows updated than ranked, and the positions
-    -- would no longer follow the ranking (nor a stream's order), so the numbering fails with
-    -- 40001 and gives no position; the reader's next try numbers everything in order.
+    -- Each row found again by its address (a TID scan: ≈14% less per message than a descent of
+    -- the primary key, with the count of rows ranked that the check below needs). Only this
+    -- statement, under the numbering lock, updates message_index: a row ranked is still where
+    -- the scan found it, unless the owner changed it by hand meanwhile. Then the scan, after
+    -- waiting for that change, finds the address no longer holds the row and does not update
+    -- it: fewer rows updated than ranked, and the positions would no longer follow the ranking
+    -- (nor a stream's order), so the numbering fails with 40001 and gives no position; the
+    -- reader's next try numbers everything in order. (A PostgreSQL whose TID scan does not
+    -- recheck the address after the wait, 16.2 for one, updates the row's new version in its
+    -- place instead: as many rows updated as ranked, in order, no error.)
     WITH ranked AS MATERIALIZED (
         SELECT i.ctid AS row,
                _numbered + pg_catalog.row_number() OVER (ORDER BY i.writer, i.write_order) AS global_position

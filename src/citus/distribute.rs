@@ -61,7 +61,9 @@ pub fn distribute() -> Distributed {
             .raise();
         }
         // The message store numbers a category's messages on one node: distributed maps would
-        // leave its index on the node each write ran on (docs/citus.md).
+        // leave its index on the node each write ran on (docs/citus.md). Looked at once no
+        // install of it can be under way, so that the two never both succeed.
+        citus_statements::lock_out_the_message_store(session);
         let with_message_store = citus_statements::nodes_with_message_store(session);
         if !with_message_store.is_empty() {
             ChunkedError::MessageStoreInstalled {

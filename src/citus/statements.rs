@@ -150,11 +150,15 @@ pub fn nodes_without_guard(session: &Session, guarded: bool) -> Vec<String> {
     nodes
 }
 
-/// The nodes where the message store is installed, this coordinator first, once no install of
-/// it can be under way: looked at after the lock the install takes too, on the newest committed
-/// state (also under REPEATABLE READ, whose snapshot can predate the lock).
-pub fn nodes_with_message_store(session: &Session) -> Vec<String> {
+/// Waits for any install of the message store under way, and holds back the next until the
+/// transaction ends (`LOCK_OUT_THE_MESSAGE_STORE`).
+pub fn lock_out_the_message_store(session: &Session) {
     session.run(&LOCK_OUT_THE_MESSAGE_STORE, ());
+}
+
+/// The nodes where the message store is installed, this coordinator first, on the newest
+/// committed state (also under REPEATABLE READ, whose snapshot can predate the caller's lock).
+pub fn nodes_with_message_store(session: &Session) -> Vec<String> {
     session
         .run_on_latest(&NODES_WITH_MESSAGE_STORE, ())
         .iter()
