@@ -4,7 +4,8 @@
 # streams of one category (message-db serializes them), autocommit and in a transaction that
 # goes on 1 ms after the write (a handler's own work); get_category_messages of 1,000 from a
 # category of CATEGORY_SIZE among 10 categories; get_stream_messages of 1,000 at the end of a
-# stream of STREAM_SIZE. pgbench, ROUNDS runs of SECONDS s of each system, interleaved, medians;
+# stream of STREAM_SIZE; and, as the ceiling of any write here, a transaction of one bare INSERT
+# from 8 clients. pgbench, ROUNDS runs of SECONDS s of each system, interleaved, medians;
 # then instructions per write and per message numbered (callgrind). Prints a markdown table and
 # writes it to bench/results/message_db.md.
 # Usage: bench/message_db.sh [ROUNDS] [SECONDS] [CATEGORY_SIZE] [STREAM_SIZE]
@@ -92,6 +93,8 @@ scripts_dir=$base/scripts
 mkdir -p "$scripts_dir"
 echo "SELECT message_store.write_message(gen_random_uuid()::varchar, 'one-' || :client_id, 'Written', '{\"n\": 1}');" >"$scripts_dir/write.sql"
 echo "SELECT message_store.write_message(gen_random_uuid()::varchar, 'hot-' || :client_id, 'Written', '{\"n\": 1}');" >"$scripts_dir/write_hot.sql"
+echo "INSERT INTO public.bare_insert VALUES (gen_random_uuid(), 'hot-' || :client_id, '{\"n\": 1}');" >"$scripts_dir/bare_insert.sql"
+sql postgres -c "CREATE TABLE public.bare_insert (id uuid, stream_name text, data jsonb)"
 # a handler's transaction: the write, then 1 ms of the application's own work before the commit
 printf '%s\n' "BEGIN;" \
     "SELECT message_store.write_message(gen_random_uuid()::varchar, 'hot-' || :client_id, 'Written', '{\"n\": 1}');" \
@@ -127,14 +130,17 @@ mkdir -p bench/results
     echo "| figure | clients | message-db /s | chunked_map /s | chunked ÷ message-db | message-db ms | chunked_map ms |"
     echo "|---|---|---|---|---|---|---|"
 } | tee "$results"
-figure() { # figure LABEL CLIENTS SCRIPT
+figure() { # figure LABEL CLIENTS SCRIPT [DATABASE SCRIPT]: message-db's SCRIPT against
+    # chunked_map's, or against the second SCRIPT in DATABASE
     local theirs_tps=() theirs_ms=() ours_tps=() ours_ms=() ratios=() round tps ms
+    local ours=${4:-chunked} our_script=${5:-$3}
     for round in $(seq "$rounds"); do
-        local order=(message_db chunked)
-        [ $((round % 2)) = 1 ] || order=(chunked message_db)
+        local order=(message_db "$ours")
+        [ $((round % 2)) = 1 ] || order=("$ours" message_db)
         for database in "${order[@]}"; do
-            local measured
-            measured=$(one_round "$database" "$2" "$3")
+            local measured script=$3
+            [ "$database" = message_db ] || script=$our_script
+            measured=$(one_round "$database" "$2" "$script")
             read -r tps ms <<<"$measured"
             if [ "$database" = message_db ]; then
                 theirs_tps+=("$tps") theirs_ms+=("$ms")
@@ -152,6 +158,10 @@ figure() { # figure LABEL CLIENTS SCRIPT
 }
 figure "write_message, each client its own stream" 1 write.sql
 figure "write_message, 8 streams of one category" 8 write_hot.sql
+# what any write can do on this machine: a transaction of one INSERT of one row into a table
+# with no index, from 8 clients, against message-db's 8 writers of one category (the message
+# store's writes do that and more: an append, an index row, the order key)
+figure "(ceiling) a bare one-row INSERT, no index, no message store, against message-db's 8 writers" 8 write_hot.sql postgres bare_insert.sql
 figure "write_message then 1 ms of work before commit, 8 streams of one category" 8 write_hot_handler.sql
 # (the writes above left messages without a global position: given now, outside the reads' time)
 sql chunked -c "SELECT message_store.number_messages()" >/dev/null

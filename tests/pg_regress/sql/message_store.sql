@@ -150,6 +150,10 @@ SELECT message_store.write_message(NULL, 'account-6', 'Opened', '{}');
 -- a condition sees the caller's search_path, as message-db's does
 SET message_store.sql_condition = on;
 SELECT stream_name, position FROM message_store.get_category_messages('account', 1, 1000, NULL, NULL, NULL, 'cardinal_id(stream_name) = ''4''');
+-- (as message-db's clients' role too: the relation a condition reads is granted to it)
+SET ROLE message_store;
+SELECT stream_name, position FROM message_store.get_category_messages('account', 1, 2, NULL, NULL, NULL, 'type = ''Deposited''');
+RESET ROLE;
 RESET message_store.sql_condition;
 -- a stream whose map was dropped: its messages are gone from reads, the others stay
 SELECT chunked_map.chunked_drop('account-3');
