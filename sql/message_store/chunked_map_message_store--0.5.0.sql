@@ -429,11 +429,20 @@ BEGIN
     -- reader's next try numbers everything in order. (A PostgreSQL whose TID scan does not
     -- recheck the address after the wait, 16.2 for one, updates the row's new version in its
     -- place instead: as many rows updated as ranked, in order, no error.)
+    -- At most 10,000 a numbering, the first in key order: a read after a backlog (readers away,
+    -- a writer or a prepared transaction holding the horizon back) takes a bounded time instead
+    -- of failing at its client's statement_timeout, rolling back, and failing again at the next
+    -- read; the next reads number the rest. The first 10,000 in key order are the same messages
+    -- again if this numbering rolls back: the messages final at a later look add keys at or
+    -- above this horizon, after them.
     WITH ranked AS MATERIALIZED (
-        SELECT i.ctid AS row,
-               _numbered + pg_catalog.row_number() OVER (ORDER BY i.writer, i.write_order) AS global_position
-        FROM message_store.message_index AS i
-        WHERE i.global_position IS NULL AND i.writer < _horizon::text::xid8
+        SELECT f.row,
+               _numbered + pg_catalog.row_number() OVER (ORDER BY f.writer, f.write_order) AS global_position
+        FROM (SELECT i.ctid AS row, i.writer, i.write_order
+              FROM message_store.message_index AS i
+              WHERE i.global_position IS NULL AND i.writer < _horizon::text::xid8
+              ORDER BY i.writer, i.write_order
+              LIMIT 10000) AS f
     ), numbered AS (
         UPDATE message_store.message_index AS i SET global_position = r.global_position
         FROM ranked AS r
@@ -880,6 +889,8 @@ BEGIN
   PERFORM message_store.number_messages();
 
   IF get_category_messages.condition IS NULL THEN
+    -- (message-db passes the size as a smallint, out of range or not whatever the category holds)
+    PERFORM get_category_messages.consumer_group_size::smallint;
     RETURN QUERY SELECT * FROM message_store.category_batch(
       get_category_messages.category,
       get_category_messages.position,

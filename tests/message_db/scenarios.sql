@@ -119,6 +119,11 @@ SELECT * FROM get_category_messages('account', 1, 1000, NULL, 2, 2);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT * FROM get_category_messages('account', 1, 1000, NULL, 3, 2);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- a group larger than a smallint, on a category with messages and on one without
+SELECT * FROM get_category_messages('account', 1, 1000, NULL, 0, 40000);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT * FROM get_category_messages('noSuchCategory', 1, 1000, NULL, 0, 40000);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 
 \echo -- condition: error-not-activated, error-deactivated, condition, condition-correlated
 SELECT * FROM get_stream_messages('account-1', 0, 1000, 'type = ''Deposited''');

@@ -279,3 +279,30 @@ SELECT m.global_position - (SELECT max(i.global_position) FROM message_store.mes
                             WHERE i.stream_name <> 'tail-2') AS after_the_greatest,
        (SELECT s.last_global_position FROM message_store.numbering_state AS s) = m.global_position AS kept
 FROM message_store.get_stream_messages('tail-2') AS m;
+
+-- a backlog (readers away, or a writer holding the numbering back) is numbered 10,000 messages a
+-- read, the first in key order (here one transaction's: write order), so that a read takes a
+-- bounded time; the next read numbers the rest, after them
+SELECT message_store.number_messages() AS before_the_backlog;
+SELECT count(message_store.write_message(gen_random_uuid()::varchar, 'backlog-' || (g % 7), 'Piled',
+                                         pg_catalog.jsonb_build_object('n', g)))
+FROM generate_series(1, 10005) AS g;
+-- (a read that numbered and rolled back: the next read gives the same messages the same positions)
+BEGIN;
+SELECT count(*) AS read_at_first,
+       pg_catalog.md5(pg_catalog.string_agg(id || ':' || global_position, ',' ORDER BY global_position)) AS first_try
+FROM message_store.get_category_messages('backlog', 1, -1) \gset
+ROLLBACK;
+\echo read at first: :read_at_first
+SELECT count(*) AS read_again,
+       pg_catalog.md5(pg_catalog.string_agg(id || ':' || global_position, ',' ORDER BY global_position)) = :'first_try' AS same_positions
+FROM message_store.get_category_messages('backlog', 1, -1);
+SELECT message_store.number_messages() AS numbered_next;
+SELECT count(*) AS read_then FROM message_store.get_category_messages('backlog', 1, -1);
+SELECT count(*) AS messages,
+       max(global_position) - min(global_position) + 1 AS positions_spanned,
+       count(*) FILTER (WHERE by_position <> by_write) AS out_of_write_order
+FROM (SELECT global_position,
+             pg_catalog.row_number() OVER (ORDER BY global_position) AS by_position,
+             pg_catalog.row_number() OVER (ORDER BY write_order) AS by_write
+      FROM message_store.message_index WHERE category(stream_name) = 'backlog') AS m;
