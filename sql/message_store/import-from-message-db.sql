@@ -47,6 +47,10 @@ BEGIN
         END IF;
     END LOOP;
     COMMIT;
-    PERFORM message_store.number_messages();
+    -- (a numbering gives at most 10,000 positions: until none is left)
+    LOOP
+        EXIT WHEN message_store.number_messages() = 0;
+        COMMIT;
+    END LOOP;
 END
 $$;
