@@ -164,7 +164,7 @@ figure "write_message, 8 streams of one category" 8 write_hot.sql
 figure "(ceiling) a bare one-row INSERT, no index, no message store, against message-db's 8 writers" 8 write_hot.sql postgres bare_insert.sql
 figure "write_message then 1 ms of work before commit, 8 streams of one category" 8 write_hot_handler.sql
 # (the writes above left messages without a global position: given now, outside the reads' time)
-# (10,000 a numbering: until none is left)
+# (10,000 a numbering: until one numbers none)
 sql chunked -c "DO \$\$ BEGIN LOOP EXIT WHEN message_store.number_messages() = 0; COMMIT; END LOOP; END \$\$" >/dev/null
 figure "get_category_messages, 1,000 from a random position" 1 category.sql
 figure "get_stream_messages, the last 1,000 of the stream" 1 stream.sql

@@ -102,7 +102,11 @@ CREATE UNIQUE INDEX messages_id ON message_store.message_index (id);
 -- and a write one index entry fewer; the last position given is kept in numbering_state.
 CREATE INDEX messages_category ON message_store.message_index
     (pg_catalog.split_part(stream_name, '-', 1), global_position);
-CREATE INDEX messages_unnumbered ON message_store.message_index (writer) WHERE global_position IS NULL;
+-- The messages waiting for a global position, in the order a numbering takes them: the first
+-- 10,000 are read off the index, also when one transaction's thousands of messages share a key
+-- (ordered by the key alone, each numbering sorted the whole group: 0.9 s a numbering for a
+-- group of 600,000).
+CREATE INDEX messages_unnumbered ON message_store.message_index (writer, write_order) WHERE global_position IS NULL;
 
 -- The last global position given, one row written by the first numbering and moved by each
 -- under its lock (dumped with the messages; made empty, so that a restore brings its own row).
@@ -356,6 +360,10 @@ CREATE FUNCTION message_store.number_messages()
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- (set here so that the numbering's statement can turn them off for itself: a setting changed
+-- in a function that sets it is back to the caller's at the function's end)
+SET enable_hashjoin = on
+SET enable_mergejoin = on
 AS $$
 DECLARE
     _numbered bigint;
@@ -435,6 +443,12 @@ BEGIN
     -- read; the next reads number the rest. The first 10,000 in key order are the same messages
     -- again if this numbering rolls back: the messages final at a later look add keys at or
     -- above this horizon, after them.
+    -- The joins that would read the whole table are turned off for this statement, so that each
+    -- row is found by its address: estimating 10,000 rows ranked, the planner hashed them and
+    -- read every message to find them (166 ms of a 391 ms numbering on a store of 600,000
+    -- messages), once for every 10,000 of a backlog.
+    PERFORM pg_catalog.set_config('enable_hashjoin', 'off', true);
+    PERFORM pg_catalog.set_config('enable_mergejoin', 'off', true);
     WITH ranked AS MATERIALIZED (
         SELECT f.row,
                _numbered + pg_catalog.row_number() OVER (ORDER BY f.writer, f.write_order) AS global_position

@@ -47,7 +47,7 @@ BEGIN
         END IF;
     END LOOP;
     COMMIT;
-    -- (a numbering gives at most 10,000 positions: until none is left)
+    -- (a numbering gives at most 10,000 positions: until one numbers none)
     LOOP
         EXIT WHEN message_store.number_messages() = 0;
         COMMIT;

@@ -298,6 +298,16 @@ SELECT count(*) AS read_again,
        pg_catalog.md5(pg_catalog.string_agg(id || ':' || global_position, ',' ORDER BY global_position)) = :'first_try' AS same_positions
 FROM message_store.get_category_messages('backlog', 1, -1);
 SELECT message_store.number_messages() AS numbered_next;
+-- (the numbering's statement reads the waiting messages in its order off their index, and stops
+-- after 10,000, also where they share a key, as one transaction's do)
+SET enable_seqscan = off;
+SET enable_sort = off;
+EXPLAIN (COSTS OFF)
+SELECT i.ctid FROM message_store.message_index AS i
+WHERE i.global_position IS NULL AND i.writer < '1000000'::xid8
+ORDER BY i.writer, i.write_order LIMIT 10000;
+RESET enable_seqscan;
+RESET enable_sort;
 SELECT count(*) AS read_then FROM message_store.get_category_messages('backlog', 1, -1);
 SELECT count(*) AS messages,
        max(global_position) - min(global_position) + 1 AS positions_spanned,
@@ -325,3 +335,18 @@ SELECT count(*) AS unnumbered_in_the_view FROM message_store.messages WHERE glob
 SELECT message_store.number_messages() AS numbered_by_the_client;
 SELECT count(*) AS unnumbered_in_the_view FROM message_store.messages WHERE global_position IS NULL;
 RESET ROLE;
+-- the numbering turns hash and merge joins off for its own statement only: the caller's settings
+-- are as they were after it, in the same transaction
+SELECT message_store.write_message('00000000-0000-4000-8004-000000000004', 'restored-4', 'Opened', '{}');
+BEGIN;
+SELECT message_store.number_messages() AS numbered;
+SHOW enable_hashjoin;
+SHOW enable_mergejoin;
+COMMIT;
+SELECT message_store.write_message('00000000-0000-4000-8004-000000000005', 'restored-5', 'Opened', '{}');
+BEGIN;
+SET LOCAL enable_hashjoin = off;
+SELECT message_store.number_messages() AS numbered;
+SHOW enable_hashjoin;
+SHOW enable_mergejoin;
+COMMIT;
