@@ -104,8 +104,8 @@ CREATE INDEX messages_category ON message_store.message_index
     (pg_catalog.split_part(stream_name, '-', 1), global_position);
 -- The messages waiting for a global position, in the order a numbering takes them: the first
 -- 10,000 are read off the index, also when one transaction's thousands of messages share a key
--- (ordered by the key alone, each numbering sorted the whole group: 0.9 s a numbering for a
--- group of 600,000).
+-- (ordered by the key alone, each numbering sorted the whole group: ranking the first 10,000 of
+-- a group of 300,000 took 41.6 ms, 8.0 ms off this index).
 CREATE INDEX messages_unnumbered ON message_store.message_index (writer, write_order) WHERE global_position IS NULL;
 
 -- The last global position given, one row written by the first numbering and moved by each
