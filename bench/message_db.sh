@@ -5,9 +5,10 @@
 # goes on 1 ms after the write (a handler's own work); get_category_messages of 1,000 from a
 # category of CATEGORY_SIZE among 10 categories; get_stream_messages of 1,000 at the end of a
 # stream of STREAM_SIZE; and, as the ceiling of any write here, a transaction of one bare INSERT
-# from 8 clients, and message-db's own write with its lock on the stream instead of the category. pgbench, ROUNDS runs of SECONDS s of each system, interleaved, medians;
-# then instructions per write and per message numbered (callgrind). Prints a markdown table and
-# writes it to bench/results/message_db.md.
+# from 8 clients, and message-db's own write with its lock on the stream instead of the
+# category. pgbench, ROUNDS runs of SECONDS s of each system, interleaved, medians; then
+# instructions per write and per message numbered (callgrind). Prints a markdown table and
+# writes it to bench/results/message_db.md once the run is complete.
 # Usage: bench/message_db.sh [ROUNDS] [SECONDS] [CATEGORY_SIZE] [STREAM_SIZE]
 #        (default 3 rounds of 5 s, a category of 100000 (the issue's 1000000 takes ~10 times as
 #        long to fill), a stream of 100000)
@@ -77,7 +78,7 @@ fill() { # fill DATABASE [STATEMENT]: 10 categories of category_size, one stream
     # tables' statistics when it goes idle, so autovacuum sees the rows the store deletes (each
     # current record when its chunk is archived) and the row versions the numbering leaves; one
     # DO block running for half an hour never went idle, and current_record grew to 1.6 GB for
-    # its 1,000,000 rows, scattered over as many blocks.
+    # its 1,000,000 rows, each read of a current record touching a block of its own.
     local database=$1 after=${2:-} batch
     {
         for batch in $(seq 0 $(((category_size * 10 - 1) / 1000))); do
@@ -142,16 +143,18 @@ one_round() { # one_round DATABASE CLIENTS SCRIPT: tps and latency (ms) of one p
 }
 
 results=bench/results/message_db.md
+# (written here, moved over the results when the run is complete: a run that fails leaves them)
+partial=$base/message_db.md
 mkdir -p bench/results
 {
     echo "#### message-db 1.3 vs chunked_map_message_store, one server, this machine ($(nproc) cores); pgbench, $rounds × $seconds s, medians"
     echo
     echo "Filled: $((category_size * 10)) messages in 10 categories (a category of $category_size), a stream of $stream_size."
-    echo "Rounds interleaved (message-db then chunked_map, then the other way round), a checkpoint before each; the ratio is the median of the rounds' ratios, their range in brackets."
+    echo "Rounds interleaved (message-db, then the other side, then the other way round), a checkpoint before each; the ratio is the median of the rounds' ratios, their range in brackets. The other side is chunked_map_message_store unless the figure names another."
     echo
-    echo "| figure | clients | message-db /s | chunked_map /s | chunked ÷ message-db | message-db ms | chunked_map ms |"
+    echo "| figure | clients | message-db /s | the other /s | the other ÷ message-db | message-db ms | the other ms |"
     echo "|---|---|---|---|---|---|---|"
-} | tee "$results"
+} | tee "$partial"
 figure() { # figure LABEL CLIENTS SCRIPT [DATABASE SCRIPT]: message-db's SCRIPT against
     # chunked_map's, or against the second SCRIPT in DATABASE
     local theirs_tps=() theirs_ms=() ours_tps=() ours_ms=() ratios=() round tps ms
@@ -179,7 +182,7 @@ figure() { # figure LABEL CLIENTS SCRIPT [DATABASE SCRIPT]: message-db's SCRIPT 
     ratio=$(printf '%s\n' "${ratios[@]}" | median)
     low=$(printf '%s\n' "${ratios[@]}" | sort -g | head -n 1)
     high=$(printf '%s\n' "${ratios[@]}" | sort -g | tail -n 1)
-    echo "| $1 | $2 | $(printf '%s\n' "${theirs_tps[@]}" | median | xargs printf '%.0f') | $(printf '%s\n' "${ours_tps[@]}" | median | xargs printf '%.0f') | $ratio ($low–$high) | $(printf '%s\n' "${theirs_ms[@]}" | median) | $(printf '%s\n' "${ours_ms[@]}" | median) |" | tee -a "$results"
+    echo "| $1 | $2 | $(printf '%s\n' "${theirs_tps[@]}" | median | xargs printf '%.0f') | $(printf '%s\n' "${ours_tps[@]}" | median | xargs printf '%.0f') | $ratio ($low–$high) | $(printf '%s\n' "${theirs_ms[@]}" | median) | $(printf '%s\n' "${ours_ms[@]}" | median) |" | tee -a "$partial"
 }
 figure "write_message, each client its own stream" 1 write.sql
 figure "write_message, 8 streams of one category" 8 write_hot.sql
@@ -208,19 +211,42 @@ mkdir -p "$counted"
 if is_root; then chown postgres: "$counted"; fi
 instructions() { # instructions DATABASE N: callgrind's total for N writes
     local database=$1 n=$2 input=$counted/$1-$2.sql
-    for _ in $(seq "$n"); do
-        echo "SELECT message_store.write_message(gen_random_uuid()::varchar, 'counted-1', 'Written', '{\"n\": 1}');"
-    done >"$input"
+    # (message-db's functions call each other unqualified, and a single-user backend does not
+    # take the database's search_path: set here, in both databases alike)
+    {
+        echo "SET search_path = message_store, public;"
+        for _ in $(seq "$n"); do
+            echo "SELECT message_store.write_message(gen_random_uuid()::varchar, 'counted-1', 'Written', '{\"n\": 1}');"
+        done
+    } >"$input"
     chmod a+r "$input"
+    # (a single-user backend goes on after an error and exits 0: its output is looked at)
     as_server_owner valgrind --tool=callgrind --callgrind-out-file="$counted/$1-$2.out" \
-        "$PGBIN/postgres" --single -D "$base/data" "$database" <"$input" >/dev/null 2>&1
-    sed -n 's/^summary: \([0-9]*\)$/\1/p' "$counted/$1-$2.out"
+        "$PGBIN/postgres" --single -D "$base/data" "$database" <"$input" >"$counted/$1-$2.log" 2>&1
+    ! grep -q -E '(ERROR|FATAL|PANIC):' "$counted/$1-$2.log" ||
+        fail "the writes counted in $database failed: $(grep -m 1 -E '(ERROR|FATAL|PANIC):' "$counted/$1-$2.log")"
+    summary "$counted/$1-$2.out"
+}
+summary() { # summary CALLGRIND_OUT: its total of instructions
+    local total
+    total=$(sed -n 's/^summary: \([0-9]*\)$/\1/p' "$1")
+    [ -n "$total" ] || fail "no summary in $1"
+    echo "$total"
+}
+stream_version() { # stream_version DATABASE STREAM
+    printf '%s\n' "SET search_path = message_store, public;" "SELECT message_store.stream_version('$2') AS version;" |
+        as_server_owner "$PGBIN/postgres" --single -D "$base/data" "$1" 2>/dev/null |
+        sed -n 's/^[[:space:]]*1: version = "\([0-9]*\)".*/\1/p'
 }
 per_write() { # per_write DATABASE (the stream started before either count)
     local low high
     instructions "$1" 1 >/dev/null
     low=$(instructions "$1" 100)
     high=$(instructions "$1" 300)
+    # (every write counted is in the stream: positions 0 to 400)
+    local version
+    version=$(stream_version "$1" counted-1)
+    [ "$version" = 400 ] || fail "the writes counted in $1 are not all in the stream: its version is '$version', not 400"
     echo $(((high - low) / 200))
 }
 # chunked_map gives a message its global position after the write, in the numbering a category
@@ -239,7 +265,7 @@ numbering() { # numbering N: callgrind's total for one numbering of N messages w
         "$PGBIN/postgres" --single -D "$base/data" chunked <"$input" 2>/dev/null |
         sed -n 's/^[[:space:]]*1: numbered = "\([0-9]*\)".*/\1/p')
     [ "$n" = 1 ] || [ "$numbered" = "$n" ] || fail "the numbering counted gave $numbered positions, not $n"
-    sed -n 's/^summary: \([0-9]*\)$/\1/p' "$counted/numbering-$n.out"
+    summary "$counted/numbering-$n.out"
 }
 per_numbered() {
     local low high
@@ -255,6 +281,7 @@ numbered=$(per_numbered)
     echo
     echo "Instructions per autocommit write_message (callgrind, single-user backend, uuid and commit included): message-db $theirs, chunked_map $ours ($(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')×)."
     echo "chunked_map's numbering, per message (a global position given after commit, by a read; message-db gives it in the write): $numbered; write and numbering: $((ours + numbered)) ($(awk -v a="$((ours + numbered))" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')× message-db's write)."
-} | tee -a "$results"
+} | tee -a "$partial"
+mv "$partial" "$results"
 echo
 echo "written to $results"
