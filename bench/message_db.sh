@@ -209,20 +209,18 @@ scripts/pgcluster.sh stop "$base" >/dev/null
 counted=$base/callgrind
 mkdir -p "$counted"
 if is_root; then chown postgres: "$counted"; fi
+# a single-user backend of the stopped cluster; it does not take the database's settings, and
+# message-db's functions call each other unqualified: its search_path given here, to both alike
+single_user=("$PGBIN/postgres" --single -c search_path=message_store,public -D "$base/data")
 instructions() { # instructions DATABASE N: callgrind's total for N writes
     local database=$1 n=$2 input=$counted/$1-$2.sql
-    # (message-db's functions call each other unqualified, and a single-user backend does not
-    # take the database's search_path: set here, in both databases alike)
-    {
-        echo "SET search_path = message_store, public;"
-        for _ in $(seq "$n"); do
-            echo "SELECT message_store.write_message(gen_random_uuid()::varchar, 'counted-1', 'Written', '{\"n\": 1}');"
-        done
-    } >"$input"
+    for _ in $(seq "$n"); do
+        echo "SELECT message_store.write_message(gen_random_uuid()::varchar, 'counted-1', 'Written', '{\"n\": 1}');"
+    done >"$input"
     chmod a+r "$input"
     # (a single-user backend goes on after an error and exits 0: its output is looked at)
     as_server_owner valgrind --tool=callgrind --callgrind-out-file="$counted/$1-$2.out" \
-        "$PGBIN/postgres" --single -D "$base/data" "$database" <"$input" >"$counted/$1-$2.log" 2>&1
+        "${single_user[@]}" "$database" <"$input" >"$counted/$1-$2.log" 2>&1
     ! grep -q -E '(ERROR|FATAL|PANIC):' "$counted/$1-$2.log" ||
         fail "the writes counted in $database failed: $(grep -m 1 -E '(ERROR|FATAL|PANIC):' "$counted/$1-$2.log")"
     summary "$counted/$1-$2.out"
@@ -234,17 +232,16 @@ summary() { # summary CALLGRIND_OUT: its total of instructions
     echo "$total"
 }
 stream_version() { # stream_version DATABASE STREAM
-    printf '%s\n' "SET search_path = message_store, public;" "SELECT message_store.stream_version('$2') AS version;" |
-        as_server_owner "$PGBIN/postgres" --single -D "$base/data" "$1" 2>/dev/null |
+    echo "SELECT message_store.stream_version('$2') AS version;" |
+        as_server_owner "${single_user[@]}" "$1" 2>/dev/null |
         sed -n 's/^[[:space:]]*1: version = "\([0-9]*\)".*/\1/p'
 }
 per_write() { # per_write DATABASE (the stream started before either count)
-    local low high
+    local low high version
     instructions "$1" 1 >/dev/null
     low=$(instructions "$1" 100)
     high=$(instructions "$1" 300)
     # (every write counted is in the stream: positions 0 to 400)
-    local version
     version=$(stream_version "$1" counted-1)
     [ "$version" = 400 ] || fail "the writes counted in $1 are not all in the stream: its version is '$version', not 400"
     echo $(((high - low) / 200))
@@ -259,10 +256,10 @@ numbering() { # numbering N: callgrind's total for one numbering of N messages w
     done >"$writes"
     echo "SELECT message_store.number_messages() AS numbered;" >"$input"
     chmod a+r "$writes" "$input"
-    as_server_owner "$PGBIN/postgres" --single -D "$base/data" chunked <"$writes" >/dev/null 2>&1
+    as_server_owner "${single_user[@]}" chunked <"$writes" >/dev/null 2>&1
     local numbered
     numbered=$(as_server_owner valgrind --tool=callgrind --callgrind-out-file="$counted/numbering-$n.out" \
-        "$PGBIN/postgres" --single -D "$base/data" chunked <"$input" 2>/dev/null |
+        "${single_user[@]}" chunked <"$input" 2>/dev/null |
         sed -n 's/^[[:space:]]*1: numbered = "\([0-9]*\)".*/\1/p')
     [ "$n" = 1 ] || [ "$numbered" = "$n" ] || fail "the numbering counted gave $numbered positions, not $n"
     summary "$counted/numbering-$n.out"
