@@ -81,8 +81,9 @@ echo "SELECT chunked_map.chunked_register('hot', '{\"n\": 1}');" >"$scripts_dir/
 run() {
     local port=$2 user=$3 clients=$4 script=$5
     local out
-    out=$("$PGBIN/pgbench" -n -h 127.0.0.1 -p "$port" -U "$user" -d "$db" -c "$clients" -j "$clients" \
-        -T "$seconds" --max-tries=0 -f "$scripts_dir/$script" 2>&1)
+    # (the database last: pgbench's -d is --debug)
+    out=$("$PGBIN/pgbench" -n -h 127.0.0.1 -p "$port" -U "$user" -c "$clients" -j "$clients" \
+        -T "$seconds" --max-tries=0 -f "$scripts_dir/$script" "$db" 2>&1)
     local tps latency retries failed
     tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out")
     latency=$(sed -n 's/^latency average = \([0-9.]*\) ms/\1/p' <<<"$out")
@@ -192,8 +193,8 @@ poll_figure() { # poll_figure LABEL PORT CONSUMER
     local polls=() commits=() tps=()
     for _ in $(seq "$rounds"); do
         local out
-        out=$("$PGBIN/pgbench" -n -r -h 127.0.0.1 -p "$port" -U postgres -d "$db" -c 1 -j 1 \
-            -T "$seconds" -f "$scripts_dir/poll_$consumer.sql" 2>&1)
+        out=$("$PGBIN/pgbench" -n -r -h 127.0.0.1 -p "$port" -U postgres -c 1 -j 1 \
+            -T "$seconds" -f "$scripts_dir/poll_$consumer.sql" "$db" 2>&1)
         polls+=("$(statement_ms "chunked_poll(" <<<"$out")")
         commits+=("$(statement_ms "COMMIT;" <<<"$out")")
         tps+=("$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out")")

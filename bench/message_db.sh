@@ -7,8 +7,8 @@
 # stream of STREAM_SIZE; and, as the ceiling of any write here, a transaction of one bare INSERT
 # from 8 clients, and message-db's own write with its lock on the stream instead of the
 # category. pgbench, ROUNDS runs of SECONDS s of each system, interleaved, medians; then
-# instructions per write and per message numbered (callgrind). Prints a markdown table and
-# writes it to bench/results/message_db.md once the run is complete.
+# the WAL a write leaves, and instructions per write and per message numbered (callgrind).
+# Prints a markdown table and writes it to bench/results/message_db.md once the run is complete.
 # Usage: bench/message_db.sh [ROUNDS] [SECONDS] [CATEGORY_SIZE] [STREAM_SIZE]
 #        (default 3 rounds of 5 s, a category of 100000 (the issue's 1000000 takes ~10 times as
 #        long to fill), a stream of 100000)
@@ -134,8 +134,10 @@ one_round() { # one_round DATABASE CLIENTS SCRIPT: tps and latency (ms) of one p
     local database=$1 clients=$2 script=$3 out
     sql postgres -c CHECKPOINT
     local tps latency
-    out=$("$PGBIN/pgbench" -n -d "$database" -c "$clients" -j "$clients" -T "$seconds" \
-        -f "$scripts_dir/$script" 2>&1) || { echo "$out" >&2; fail "pgbench failed on $database ($script)"; }
+    # (the database last, as pgbench takes it: its -d is --debug, a line per step of every
+    # transaction, which cost the clients' CPU in runs before 2026-12-04 evening)
+    out=$("$PGBIN/pgbench" -n -c "$clients" -j "$clients" -T "$seconds" \
+        -f "$scripts_dir/$script" "$database" 2>&1) || { echo "$out" >&2; fail "pgbench failed on $database ($script)"; }
     tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out")
     latency=$(sed -n 's/^latency average = \([0-9.]*\) ms/\1/p' <<<"$out")
     [ -n "$tps" ] && [ -n "$latency" ] || { echo "$out" >&2; fail "no tps or latency from pgbench on $database ($script)"; }
@@ -199,6 +201,21 @@ figure "write_message then 1 ms of work before commit, 8 streams of one category
 sql chunked -c "DO \$\$ BEGIN LOOP EXIT WHEN message_store.number_messages() = 0; COMMIT; END LOOP; END \$\$" >/dev/null
 figure "get_category_messages, 1,000 from a random position" 1 category.sql
 figure "get_stream_messages, the last 1,000 of the stream" 1 stream.sql
+
+# WAL a write leaves: the cluster's WAL position before and after 5,000 autocommit writes of one
+# client to its own stream (made by the rounds above), after a checkpoint (so full-page images
+# count as in the rounds); nothing else writes meanwhile but autovacuum
+wal_per_write() { # wal_per_write DATABASE: bytes of WAL per write
+    local database=$1 before
+    sql postgres -c CHECKPOINT
+    before=$(sql postgres -c "SELECT pg_catalog.pg_current_wal_insert_lsn()")
+    "$PGBIN/pgbench" -n -c 1 -t 5000 -f "$scripts_dir/write.sql" "$database" >/dev/null 2>&1 ||
+        fail "pgbench failed on $database (WAL per write)"
+    sql postgres -c "SELECT pg_catalog.round(pg_catalog.pg_wal_lsn_diff(
+                         pg_catalog.pg_current_wal_insert_lsn(), '$before') / 5000.0)"
+}
+theirs_wal=$(wal_per_write message_db)
+ours_wal=$(wal_per_write chunked)
 
 # Instructions per write_message, counted by callgrind (wall-clock time on this machine moves with
 # its neighbours; instructions do not): a single-user backend of the same cluster (stopped for
@@ -277,6 +294,7 @@ numbered=$(per_numbered)
 {
     echo
     echo "Instructions per autocommit write_message (callgrind, single-user backend, uuid and commit included): message-db $theirs, chunked_map $ours ($(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')×)."
+    echo "WAL per autocommit write_message (one client, 5,000 writes to its own stream, after a checkpoint): message-db $theirs_wal bytes, chunked_map $ours_wal bytes ($(awk -v a="$ours_wal" -v b="$theirs_wal" 'BEGIN { printf "%.2f", a / b }')×)."
     echo "chunked_map's numbering, per message (a global position given after commit, by a read; message-db gives it in the write): $numbered; write and numbering: $((ours + numbered)) ($(awk -v a="$((ours + numbered))" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')× message-db's write)."
 } | tee -a "$partial"
 mv "$partial" "$results"
