@@ -316,6 +316,25 @@ FROM (SELECT global_position,
              pg_catalog.row_number() OVER (ORDER BY global_position) AS by_position,
              pg_catalog.row_number() OVER (ORDER BY write_order) AS by_write
       FROM message_store.message_index WHERE category(stream_name) = 'backlog') AS m;
+-- a category batch walks its category's index in global position order, in a generic plan (the
+-- one a function's statement ends up with: its position is a parameter) as in a custom one: the
+-- index holds the messages that have a position only, and a plan that could not use it would
+-- read and sort the whole category
+SET plan_cache_mode = force_generic_plan;
+BEGIN;
+SELECT pg_catalog.pg_stat_get_xact_numscans('message_store.messages_category'::pg_catalog.regclass) AS scans_before \gset
+SELECT count(*) AS generic_batch FROM message_store.get_category_messages('backlog', 5000, 100);
+SELECT pg_catalog.pg_stat_get_xact_numscans('message_store.messages_category'::pg_catalog.regclass) - :scans_before
+       AS category_index_scans_generic;
+COMMIT;
+SET plan_cache_mode = force_custom_plan;
+BEGIN;
+SELECT pg_catalog.pg_stat_get_xact_numscans('message_store.messages_category'::pg_catalog.regclass) AS scans_before \gset
+SELECT count(*) AS custom_batch FROM message_store.get_category_messages('backlog', 5000, 100);
+SELECT pg_catalog.pg_stat_get_xact_numscans('message_store.messages_category'::pg_catalog.regclass) - :scans_before
+       AS category_index_scans_custom;
+COMMIT;
+RESET plan_cache_mode;
 
 -- after a restore into another cluster, messages that had no position keep keys from the old
 -- cluster's transaction ids (here: as ids far ahead of this cluster's leave them) and are not
