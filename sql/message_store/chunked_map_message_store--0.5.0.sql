@@ -190,12 +190,29 @@ RETURN CASE WHEN metadata IS NULL AND data IS NULL
 -- ---- what runs as the extension's owner (the maps are the owner's): granted to message_store,
 -- ---- never to PUBLIC (but import_message: the owner's own, run as its caller) ----
 
+-- message-db's error for a message without a value its table requires (raised by write_message
+-- and import_message, which keep their own sources short with it: see write_message).
+CREATE FUNCTION message_store.refuse_missing_value("column" text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RAISE EXCEPTION USING
+        ERRCODE = 'not_null_violation',
+        MESSAGE = pg_catalog.format('null value in column "%s" of relation "messages" violates not-null constraint',
+                                    refuse_missing_value."column"),
+        SCHEMA = 'message_store', TABLE = 'messages', COLUMN = refuse_missing_value."column";
+END;
+$$;
+
 -- message-db's write_message. As the extension's owner (the maps are the owner's): it takes no
 -- SQL of the caller's. (import_message, below, writes a message as this does, with its time.)
--- Its steps, numbered in the body (the comments are kept out of the body: PostgreSQL stores a
--- function's source with its argument defaults, and a source long enough to be compressed
--- with them made every call that leaves arguments out decompress the defaults, 6,400
--- instructions a write):
+-- Its steps, numbered in the body. The body is kept short (its comments here, the error of (1)
+-- raised by a function of its own): where a function's source and argument defaults do not fit
+-- in a catalog row uncompressed, PostgreSQL compresses the defaults too once the source is, and
+-- every call that leaves arguments out then decompresses them (6,400 instructions a write; the
+-- regression test message_store checks that they are stored as they are).
 -- (1) The columns message-db's table requires: its errors.
 -- (2) The expected version. In a read-only transaction nothing can be written: the version as
 --     it is, then the refusal of (3). Otherwise the stream is started by its first message
@@ -240,14 +257,8 @@ DECLARE
 BEGIN
     -- the columns message-db's table requires (its errors)
     IF write_message.stream_name IS NULL OR write_message."type" IS NULL OR write_message.id IS NULL THEN
-        RAISE EXCEPTION USING
-            ERRCODE = 'not_null_violation',
-            MESSAGE = pg_catalog.format('null value in column "%s" of relation "messages" violates not-null constraint',
-                                        CASE WHEN write_message.stream_name IS NULL THEN 'stream_name'
-                                             WHEN write_message."type" IS NULL THEN 'type' ELSE 'id' END),
-            SCHEMA = 'message_store', TABLE = 'messages',
-            COLUMN = CASE WHEN write_message.stream_name IS NULL THEN 'stream_name'
-                          WHEN write_message."type" IS NULL THEN 'type' ELSE 'id' END;
+        PERFORM message_store.refuse_missing_value(CASE WHEN write_message.stream_name IS NULL THEN 'stream_name'
+                                                        WHEN write_message."type" IS NULL THEN 'type' ELSE 'id' END);
     END IF;
     -- (2)
     IF write_message.expected_version IS NOT NULL THEN
@@ -331,16 +342,9 @@ DECLARE
 BEGIN
     IF import_message.stream_name IS NULL OR import_message."type" IS NULL OR import_message.id IS NULL
        OR import_message."time" IS NULL THEN
-        RAISE EXCEPTION USING
-            ERRCODE = 'not_null_violation',
-            MESSAGE = pg_catalog.format('null value in column "%s" of relation "messages" violates not-null constraint',
-                                        CASE WHEN import_message.stream_name IS NULL THEN 'stream_name'
-                                             WHEN import_message."type" IS NULL THEN 'type'
-                                             WHEN import_message.id IS NULL THEN 'id' ELSE 'time' END),
-            SCHEMA = 'message_store', TABLE = 'messages',
-            COLUMN = CASE WHEN import_message.stream_name IS NULL THEN 'stream_name'
-                          WHEN import_message."type" IS NULL THEN 'type'
-                          WHEN import_message.id IS NULL THEN 'id' ELSE 'time' END;
+        PERFORM message_store.refuse_missing_value(CASE WHEN import_message.stream_name IS NULL THEN 'stream_name'
+                                                        WHEN import_message."type" IS NULL THEN 'type'
+                                                        WHEN import_message.id IS NULL THEN 'id' ELSE 'time' END);
     END IF;
     _message_id := import_message.id::uuid;
     _appended := chunked_map.chunked_register_with_id(
@@ -1002,6 +1006,7 @@ REVOKE ALL ON ALL TABLES IN SCHEMA message_store FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION
     message_store.write_message(varchar, varchar, varchar, jsonb, jsonb, bigint),
     message_store.import_message(varchar, varchar, varchar, jsonb, jsonb, timestamp),
+    message_store.refuse_missing_value(text),
     message_store.number_messages(),
     message_store.record_at(text, bigint, tid),
     message_store.message_body(text, bigint),

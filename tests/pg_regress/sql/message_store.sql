@@ -147,6 +147,12 @@ COMMIT;
 -- an id is required, as message-db's column is
 SELECT message_store.write_message(NULL, 'account-6', 'Opened', '{}');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- write_message's argument defaults are stored as they are, not compressed with its source: a
+-- call that leaves arguments out, as clients' calls do, would decompress them every time
+SELECT pg_catalog.pg_column_compression(p.prosrc) IS NOT NULL AS source_compressed,
+       pg_catalog.pg_column_compression(p.proargdefaults) IS NOT NULL AS defaults_compressed
+FROM pg_catalog.pg_proc AS p
+WHERE p.oid = 'message_store.write_message(varchar, varchar, varchar, jsonb, jsonb, bigint)'::pg_catalog.regprocedure;
 -- a condition sees the caller's search_path, as message-db's does
 SET message_store.sql_condition = on;
 SELECT stream_name, position FROM message_store.get_category_messages('account', 1, 1000, NULL, NULL, NULL, 'cardinal_id(stream_name) = ''4''');
