@@ -208,30 +208,33 @@ $$;
 
 -- message-db's write_message. As the extension's owner (the maps are the owner's): it takes no
 -- SQL of the caller's. (import_message, below, writes a message as this does, with its time.)
--- Its steps, numbered in the body. The body is kept short (its comments here, the error of (1)
--- raised by a function of its own): where a function's source and argument defaults do not fit
--- in a catalog row uncompressed, PostgreSQL compresses the defaults too once the source is, and
--- every call that leaves arguments out then decompresses them (6,400 instructions a write; the
--- regression test message_store checks that they are stored as they are).
--- (1) The columns message-db's table requires: its errors.
--- (2) The expected version. In a read-only transaction nothing can be written: the version as
---     it is, then the refusal of (3). Otherwise the stream is started by its first message
---     (writers of the stream wait for its start), then locked, then its version read: the
---     position of its newest record.
--- (3) message-db's insert is refused in a read-only transaction, or on a standby, after the
---     version was compared, before any of its values is looked at; it checks the id's form after
---     the version (its insert does).
--- (4) The append (the stream's writers wait for each other here; a stream that does not exist
+-- Its steps, numbered in the body. The body is kept short (its comments here, the error of a
+-- missing value raised by a function of its own): where a function's source and argument
+-- defaults do not fit in a catalog row uncompressed, PostgreSQL compresses the defaults too once
+-- the source is, and every call that leaves arguments out then decompresses them (6,400
+-- instructions a write; the regression test message_store checks that they are stored as they
+-- are). The margin is thin: with pglz (default_toast_compression's default) the row is 1,919
+-- bytes of 2,032, and a few lines more of body tip it over; with lz4, which compresses the source
+-- less, the defaults are compressed again (docs/message-db.md).
+-- (1) The expected version, first, as message-db compares it (before anything of the message
+--     is looked at; a stream named NULL has version -1 there). In a read-only transaction, or
+--     for a NULL name, nothing is started or locked: the version as it is. Otherwise the stream
+--     is started by its first message (writers of the stream wait for its start), then locked,
+--     then its version read: the position of its newest record.
+-- (2) Then, in message-db's order: the id's form (message-db casts it before its insert), the
+--     refusal in a read-only transaction or on a standby (its insert's, before any value is
+--     looked at), and the values its table requires (in the order of its columns).
+-- (3) The append (the stream's writers wait for each other here; a stream that does not exist
 --     is started by it), one expression, so PL/pgSQL runs no statement for it. The record keeps
 --     the message's id, which the map does not remember (no lookup): an id written before, to
---     this stream or another, fails on messages_id in (5), message-db's error, and the append
+--     this stream or another, fails on messages_id in (4), message-db's error, and the append
 --     goes with the transaction (or savepoint) the error ends. The payload is {"type", "data",
 --     "metadata"}, a key left out where its value is SQL NULL (message_payload, whose body the
 --     planner puts here: no call at run time); the record's time is the transaction's start, as
 --     message-db's is (import_message gives a message moved over the time it had instead).
--- (5) The index row and its order key, after the append: the writers' mark, never waiting,
+-- (4) The index row and its order key, after the append: the writers' mark, never waiting,
 --     then the next transaction id.
--- (6) A stream is a map of messages only: not a map of records chunked_map's own functions
+-- (5) A stream is a map of messages only: not a map of records chunked_map's own functions
 --     appended (its positions would not be the stream's).
 CREATE FUNCTION message_store.write_message(
   id varchar,
@@ -255,14 +258,9 @@ DECLARE
     _position bigint;
     _read_only boolean := pg_catalog.current_setting('transaction_read_only') = 'on';
 BEGIN
-    -- the columns message-db's table requires (its errors)
-    IF write_message.stream_name IS NULL OR write_message."type" IS NULL OR write_message.id IS NULL THEN
-        PERFORM message_store.refuse_missing_value(CASE WHEN write_message.stream_name IS NULL THEN 'stream_name'
-                                                        WHEN write_message."type" IS NULL THEN 'type' ELSE 'id' END);
-    END IF;
-    -- (2)
+    -- (1)
     IF write_message.expected_version IS NOT NULL THEN
-        IF _read_only THEN
+        IF _read_only OR write_message.stream_name IS NULL THEN
             SELECT s.next_seq INTO _next_seq
             FROM chunked_map.map_state AS s WHERE s.map = write_message.stream_name;
             _next_seq := coalesce(_next_seq, 1);
@@ -281,20 +279,24 @@ BEGIN
                 _next_seq - 2;
         END IF;
     END IF;
-    -- (3)
+    -- (2)
+    _message_id := write_message.id::uuid;
     IF _read_only THEN
         RAISE EXCEPTION USING
             ERRCODE = 'read_only_sql_transaction',
             MESSAGE = 'cannot execute INSERT in a read-only transaction';
     END IF;
-    _message_id := write_message.id::uuid;
-    -- (4)
+    IF write_message.stream_name IS NULL OR write_message."type" IS NULL OR write_message.id IS NULL THEN
+        PERFORM message_store.refuse_missing_value(CASE WHEN write_message.stream_name IS NULL THEN 'stream_name'
+                                                        WHEN write_message."type" IS NULL THEN 'type' ELSE 'id' END);
+    END IF;
+    -- (3)
     _appended := chunked_map.chunked_register_with_id(
         write_message.stream_name,
         message_store.message_payload(write_message."type", write_message.data, write_message.metadata),
         _message_id::text);
     _position := _appended.seq - 1;
-    -- (5)
+    -- (4)
     INSERT INTO message_store.message_index
         (stream_name, position, type, correlation_category, id, writer, record)
     VALUES (write_message.stream_name, _position, write_message."type",
@@ -302,7 +304,7 @@ BEGIN
             _message_id,
             chunked_map.chunked_order_key()::text::xid8,
             _appended.record);
-    -- (6)
+    -- (5)
     IF _position > 0 AND NOT EXISTS (SELECT 1 FROM message_store.message_index AS i
                                      WHERE i.stream_name = write_message.stream_name
                                        AND i.position = _position - 1) THEN
@@ -940,6 +942,8 @@ BEGIN
       'Retrieval with SQL condition is not activated';
   END IF;
 
+  -- (the category as the index messages_category has it, so that the read walks that index:
+  -- message_store.category(stream_name), once inlined, is another expression to the planner)
   _command := '
     SELECT
       id::varchar,
@@ -953,7 +957,7 @@ BEGIN
     FROM
       message_store.messages AS messages
     WHERE
-      message_store.category(stream_name) = $1 AND
+      pg_catalog.split_part(stream_name, ''-'', 1) = $1 AND
       global_position >= $2';
   IF get_category_messages.correlation IS NOT NULL THEN
     _command := _command || ' AND

@@ -39,6 +39,25 @@ SELECT write_message('00000000-0000-4000-8000-000000000007', NULL, 'Opened', '{}
 SELECT write_message('00000000-0000-4000-8000-000000000008', 'account-2', NULL, '{}');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT write_message('00000000-0000-4000-8000-000000000009', 'account-3', 'Opened', NULL);
+-- (where more than one thing is wrong: the expected version is compared first, then the id's
+-- form, then a read-only transaction refuses, then the values the table requires, in the order
+-- of its columns)
+SELECT write_message(NULL, NULL, NULL, '{}', NULL, 5);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT write_message('not-a-uuid', NULL, 'Opened', '{}');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT write_message(NULL, NULL, NULL, '{}', NULL, -1);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT write_message(NULL, 'account-5', NULL, '{}');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+BEGIN READ ONLY;
+SELECT write_message('not-a-uuid', 'account-1', 'Opened', '{}');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT write_message(NULL, NULL, NULL, '{}');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+ROLLBACK;
 SELECT write_message('00000000-0000-4000-8000-000000000010', 'transfer-7', 'Started', '{"to": "account-1"}', '{"correlationStreamName": "account-1"}');
 SELECT write_message('00000000-0000-4000-8000-000000000011', 'account-4+a', 'Opened', '{}');
 SELECT write_message('00000000-0000-4000-8000-000000000012', 'account-4+b', 'Opened', '{}', '"just a string"');

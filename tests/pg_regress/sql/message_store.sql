@@ -149,8 +149,7 @@ SELECT message_store.write_message(NULL, 'account-6', 'Opened', '{}');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 -- write_message's argument defaults are stored as they are, not compressed with its source: a
 -- call that leaves arguments out, as clients' calls do, would decompress them every time
-SELECT pg_catalog.pg_column_compression(p.prosrc) IS NOT NULL AS source_compressed,
-       pg_catalog.pg_column_compression(p.proargdefaults) IS NOT NULL AS defaults_compressed
+SELECT pg_catalog.pg_column_compression(p.proargdefaults) IS NOT NULL AS defaults_compressed
 FROM pg_catalog.pg_proc AS p
 WHERE p.oid = 'message_store.write_message(varchar, varchar, varchar, jsonb, jsonb, bigint)'::pg_catalog.regprocedure;
 -- a condition sees the caller's search_path, as message-db's does
@@ -323,24 +322,43 @@ FROM (SELECT global_position,
              pg_catalog.row_number() OVER (ORDER BY write_order) AS by_write
       FROM message_store.message_index WHERE category(stream_name) = 'backlog') AS m;
 -- a category batch walks its category's index in global position order, in a generic plan (the
--- one a function's statement ends up with: its position is a parameter) as in a custom one: the
--- index holds the messages that have a position only, and a plan that could not use it would
--- read and sort the whole category
+-- one a function's statement ends up with: its position is a parameter) as in a custom one,
+-- reading as many of its entries as the batch holds: the index holds the messages that have a
+-- position only, and a plan that could not use it, or that sorted what it found there, would
+-- read the whole category from the position on
 SET plan_cache_mode = force_generic_plan;
 BEGIN;
-SELECT pg_catalog.pg_stat_get_xact_numscans('message_store.messages_category'::pg_catalog.regclass) AS scans_before \gset
+SELECT pg_catalog.pg_stat_get_xact_numscans('message_store.messages_category'::pg_catalog.regclass) AS scans_before,
+       pg_catalog.pg_stat_get_xact_tuples_returned('message_store.messages_category'::pg_catalog.regclass) AS entries_before \gset
 SELECT count(*) AS generic_batch FROM message_store.get_category_messages('backlog', 5000, 100);
 SELECT pg_catalog.pg_stat_get_xact_numscans('message_store.messages_category'::pg_catalog.regclass) - :scans_before
-       AS category_index_scans_generic;
+       AS category_index_scans_generic,
+       pg_catalog.pg_stat_get_xact_tuples_returned('message_store.messages_category'::pg_catalog.regclass) - :entries_before
+       AS category_index_entries_read_generic;
 COMMIT;
 SET plan_cache_mode = force_custom_plan;
 BEGIN;
-SELECT pg_catalog.pg_stat_get_xact_numscans('message_store.messages_category'::pg_catalog.regclass) AS scans_before \gset
+SELECT pg_catalog.pg_stat_get_xact_numscans('message_store.messages_category'::pg_catalog.regclass) AS scans_before,
+       pg_catalog.pg_stat_get_xact_tuples_returned('message_store.messages_category'::pg_catalog.regclass) AS entries_before \gset
 SELECT count(*) AS custom_batch FROM message_store.get_category_messages('backlog', 5000, 100);
 SELECT pg_catalog.pg_stat_get_xact_numscans('message_store.messages_category'::pg_catalog.regclass) - :scans_before
-       AS category_index_scans_custom;
+       AS category_index_scans_custom,
+       pg_catalog.pg_stat_get_xact_tuples_returned('message_store.messages_category'::pg_catalog.regclass) - :entries_before
+       AS category_index_entries_read_custom;
 COMMIT;
 RESET plan_cache_mode;
+-- (and so does a read with a condition, message-db's SQL of its own)
+SET message_store.sql_condition = on;
+BEGIN;
+SELECT pg_catalog.pg_stat_get_xact_numscans('message_store.messages_category'::pg_catalog.regclass) AS scans_before,
+       pg_catalog.pg_stat_get_xact_tuples_returned('message_store.messages_category'::pg_catalog.regclass) AS entries_before \gset
+SELECT count(*) AS condition_batch FROM message_store.get_category_messages('backlog', 5000, 100, NULL, NULL, NULL, 'position >= 0');
+SELECT pg_catalog.pg_stat_get_xact_numscans('message_store.messages_category'::pg_catalog.regclass) - :scans_before
+       AS category_index_scans_condition,
+       pg_catalog.pg_stat_get_xact_tuples_returned('message_store.messages_category'::pg_catalog.regclass) - :entries_before
+       AS category_index_entries_read_condition;
+COMMIT;
+RESET message_store.sql_condition;
 
 -- after a restore into another cluster, messages that had no position keep keys from the old
 -- cluster's transaction ids (here: as ids far ahead of this cluster's leave them) and are not
