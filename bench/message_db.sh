@@ -23,29 +23,9 @@ rounds=${1:-3}
 seconds=${2:-5}
 category_size=${3:-100000}
 stream_size=${4:-100000}
-scripts/prerequisites.sh >/dev/null
-scripts/install-extension.sh --release >/dev/null
-(cd tests/message_db && npm ci --silent --no-audit --no-fund)
-
-base=/tmp/chunked_map-message-db-bench-$$
-port=26600
-cleanup() {
-    scripts/pgcluster.sh stop "$base" >/dev/null 2>&1 || true
-    rm -rf "$base"
-}
-trap cleanup EXIT
-scripts/pgcluster.sh start "$base" "$port" -c max_connections=50 -c shared_buffers=512MB
-export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres
-sql() { # sql DATABASE STATEMENT...
-    local database=$1
-    shift
-    "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -d "$database" "$@"
-}
-log "message-db 1.3 (npm) into database message_db"
-(cd tests/message_db/node_modules/@eventide/message-db/database &&
-    PATH="$PGBIN:$PATH" DATABASE_NAME=message_db bash install.sh >/dev/null)
-# message-db's functions call each other unqualified: its users put the schema on the path
-sql postgres -c "ALTER DATABASE message_db SET search_path = message_store, public"
+source bench/side_by_side.sh
+side_by_side_server "/tmp/chunked_map-message-db-bench-$$" 26600 -c max_connections=50 -c shared_buffers=512MB
+base=$SIDE_BY_SIDE_BASE
 # message-db's own write_message with its lock taken on the stream instead of the category
 # (message_store.write_message_stream_locked, in the same database): what message-db's write
 # costs when writers of different streams do not wait for each other, as chunked_map's do not
@@ -68,9 +48,6 @@ sql message_db -c "
         EXECUTE _def;
     END
     \$\$"
-log "chunked_map_message_store into database chunked"
-sql postgres -c "CREATE DATABASE chunked"
-sql chunked -c "CREATE EXTENSION chunked_map" -c "CREATE EXTENSION chunked_map_message_store"
 
 fill() { # fill DATABASE [STATEMENT]: 10 categories of category_size, one stream of stream_size,
     # 1,000 messages a transaction (a transaction that starts 10,000 streams would need 10,000
@@ -132,8 +109,6 @@ printf '%s\n' "\\set position random(1, $((category_size * 10 - 10000)))" \
     "SELECT count(*) FROM message_store.get_category_messages('cat3', :position, 1000);" >"$scripts_dir/category.sql"
 echo "SELECT count(*) FROM message_store.get_stream_messages('long-1', $((stream_size - 1000)), 1000);" >"$scripts_dir/stream.sql"
 
-fail() { echo "bench/message_db.sh: $*" >&2; exit 1; }
-median() { sort -g | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2] + a[NR/2+1]) / 2}'; }
 one_round() { # one_round DATABASE CLIENTS SCRIPT: tps and latency (ms) of one pgbench run, each
     # after a checkpoint (neither system pays for the other's dirty pages)
     local database=$1 clients=$2 script=$3 out

@@ -14,30 +14,10 @@ cd "$REPO_ROOT"
 
 rounds=${1:-5}
 writes=${2:-20000}
-scripts/prerequisites.sh >/dev/null
-scripts/install-extension.sh --release >/dev/null
-(cd tests/message_db && npm ci --silent --no-audit --no-fund)
-
-base=/tmp/chunked_map-message-db-cpu-$$
-port=26620
-cleanup() {
-    scripts/pgcluster.sh stop "$base" >/dev/null 2>&1 || true
-    rm -rf "$base"
-}
-trap cleanup EXIT
-scripts/pgcluster.sh start "$base" "$port" -c max_connections=20 -c shared_buffers=512MB -c synchronous_commit=off
-export PGHOST=127.0.0.1 PGPORT=$port PGUSER=postgres
-sql() { # sql DATABASE STATEMENT...
-    local database=$1
-    shift
-    "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -d "$database" "$@"
-}
-fail() { echo "bench/message_db_cpu.sh: $*" >&2; exit 1; }
-(cd tests/message_db/node_modules/@eventide/message-db/database &&
-    PATH="$PGBIN:$PATH" DATABASE_NAME=message_db bash install.sh >/dev/null)
-# (message-db's functions call each other unqualified: its users put the schema on the path)
-sql postgres -c "ALTER DATABASE message_db SET search_path = message_store, public" -c "CREATE DATABASE chunked"
-sql chunked -c "CREATE EXTENSION chunked_map" -c "CREATE EXTENSION chunked_map_message_store"
+source bench/side_by_side.sh
+side_by_side_server "/tmp/chunked_map-message-db-cpu-$$" 26620 -c max_connections=20 -c shared_buffers=512MB \
+    -c synchronous_commit=off
+base=$SIDE_BY_SIDE_BASE
 script=$base/write.sql
 echo "SELECT message_store.write_message(gen_random_uuid()::varchar, 'one-' || :client_id, 'Written', '{\"n\": 1}');" >"$script"
 
@@ -66,7 +46,6 @@ one_round() { # one_round DATABASE: server CPU µs and wall µs per write
     awk -v a="$after" -v b="$before" -v s="$start" -v e="$end" -v n="$writes" -v t="$ticks_per_second" \
         'BEGIN { printf "%.1f %.1f\n", (a - b) / t / n * 1e6, (e - s) / 1e3 / n }'
 }
-median() { sort -g | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2] + a[NR/2+1]) / 2}'; }
 
 # (a first round each, not counted: the backends' caches and the streams' first pages)
 one_round message_db >/dev/null

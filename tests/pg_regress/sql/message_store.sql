@@ -325,39 +325,31 @@ FROM (SELECT global_position,
 -- one a function's statement ends up with: its position is a parameter) as in a custom one,
 -- reading as many of its entries as the batch holds: the index holds the messages that have a
 -- position only, and a plan that could not use it, or that sorted what it found there, would
--- read the whole category from the position on
+-- read the whole category from the position on. (Counted by the backend's statistics of its
+-- transaction: the batch's messages, the index's scans and the entries they read.)
+CREATE FUNCTION pg_temp.category_index_use(condition varchar DEFAULT NULL)
+RETURNS TABLE (messages bigint, index_scans bigint, index_entries_read bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    _index constant pg_catalog.regclass := 'message_store.messages_category';
+    _scans bigint := pg_catalog.pg_stat_get_xact_numscans(_index);
+    _entries bigint := pg_catalog.pg_stat_get_xact_tuples_returned(_index);
+BEGIN
+    SELECT count(*) INTO messages
+    FROM message_store.get_category_messages('backlog', 5000, 100, NULL, NULL, NULL, category_index_use.condition);
+    index_scans := pg_catalog.pg_stat_get_xact_numscans(_index) - _scans;
+    index_entries_read := pg_catalog.pg_stat_get_xact_tuples_returned(_index) - _entries;
+    RETURN NEXT;
+END;
+$$;
 SET plan_cache_mode = force_generic_plan;
-BEGIN;
-SELECT pg_catalog.pg_stat_get_xact_numscans('message_store.messages_category'::pg_catalog.regclass) AS scans_before,
-       pg_catalog.pg_stat_get_xact_tuples_returned('message_store.messages_category'::pg_catalog.regclass) AS entries_before \gset
-SELECT count(*) AS generic_batch FROM message_store.get_category_messages('backlog', 5000, 100);
-SELECT pg_catalog.pg_stat_get_xact_numscans('message_store.messages_category'::pg_catalog.regclass) - :scans_before
-       AS category_index_scans_generic,
-       pg_catalog.pg_stat_get_xact_tuples_returned('message_store.messages_category'::pg_catalog.regclass) - :entries_before
-       AS category_index_entries_read_generic;
-COMMIT;
+SELECT 'generic plan' AS batch, * FROM pg_temp.category_index_use();
 SET plan_cache_mode = force_custom_plan;
-BEGIN;
-SELECT pg_catalog.pg_stat_get_xact_numscans('message_store.messages_category'::pg_catalog.regclass) AS scans_before,
-       pg_catalog.pg_stat_get_xact_tuples_returned('message_store.messages_category'::pg_catalog.regclass) AS entries_before \gset
-SELECT count(*) AS custom_batch FROM message_store.get_category_messages('backlog', 5000, 100);
-SELECT pg_catalog.pg_stat_get_xact_numscans('message_store.messages_category'::pg_catalog.regclass) - :scans_before
-       AS category_index_scans_custom,
-       pg_catalog.pg_stat_get_xact_tuples_returned('message_store.messages_category'::pg_catalog.regclass) - :entries_before
-       AS category_index_entries_read_custom;
-COMMIT;
+SELECT 'custom plan' AS batch, * FROM pg_temp.category_index_use();
 RESET plan_cache_mode;
 -- (and so does a read with a condition, message-db's SQL of its own)
 SET message_store.sql_condition = on;
-BEGIN;
-SELECT pg_catalog.pg_stat_get_xact_numscans('message_store.messages_category'::pg_catalog.regclass) AS scans_before,
-       pg_catalog.pg_stat_get_xact_tuples_returned('message_store.messages_category'::pg_catalog.regclass) AS entries_before \gset
-SELECT count(*) AS condition_batch FROM message_store.get_category_messages('backlog', 5000, 100, NULL, NULL, NULL, 'position >= 0');
-SELECT pg_catalog.pg_stat_get_xact_numscans('message_store.messages_category'::pg_catalog.regclass) - :scans_before
-       AS category_index_scans_condition,
-       pg_catalog.pg_stat_get_xact_tuples_returned('message_store.messages_category'::pg_catalog.regclass) - :entries_before
-       AS category_index_entries_read_condition;
-COMMIT;
+SELECT 'condition' AS batch, * FROM pg_temp.category_index_use('position >= 0');
 RESET message_store.sql_condition;
 
 -- after a restore into another cluster, messages that had no position keep keys from the old
