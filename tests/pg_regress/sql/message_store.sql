@@ -27,10 +27,13 @@ SELECT count(*) FROM message_store.message_index;
 RESET ROLE;
 -- what only the message store calls is the owner's: the append whose ids the map does not
 -- remember, the order key, the numbering lock, the next id; a role that may use the schema (as a
--- writer of maps does) still cannot call them
+-- writer of maps does) still cannot call them; nor, in the store's schema, the writes' error of a
+-- missing value (granted to message_store only, as the functions it calls)
 CREATE ROLE message_store_probe;
-GRANT USAGE ON SCHEMA chunked_map TO message_store_probe;
+GRANT USAGE ON SCHEMA chunked_map, message_store TO message_store_probe;
 SET ROLE message_store_probe;
+SELECT message_store.refuse_missing_value('id');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT chunked_map.chunked_register_with_id('account-5', '{}', 'x');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT chunked_map.chunked_order_key();
@@ -40,7 +43,7 @@ SELECT chunked_map.chunked_try_numbering_lock();
 SELECT chunked_map.chunked_next_transaction_id();
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 RESET ROLE;
-REVOKE USAGE ON SCHEMA chunked_map FROM message_store_probe;
+REVOKE USAGE ON SCHEMA chunked_map, message_store FROM message_store_probe;
 DROP ROLE message_store_probe;
 -- the owner's append with a kept id starts a map it finds absent and answers where it wrote the
 -- record when it wrote it directly (the record's row, read by the next statement), no address
