@@ -61,6 +61,10 @@ CREATE TABLE chunked_map.map_state (
     -- (0.5) how many of its newest records' ids the map remembers (record_id), NULL: those of
     -- every record it keeps
     id_window             bigint  DEFAULT 10000,
+    -- (0.5) whether the map is a stream of the message store: every record it ever held was
+    -- appended by chunked_register_with_id (its id kept by its writer), and no other append takes
+    -- it. Set by the first such record, which an empty map that never held a record only takes.
+    message_stream        boolean NOT NULL DEFAULT false,
     CONSTRAINT map_state_pkey PRIMARY KEY (map)
 ) WITH (fillfactor = 70);
 

@@ -4,6 +4,8 @@
 --   known) and no id; their pages gain the keys "at" and "id", null, and are otherwise the same.
 -- - record_id remembers, per map, the ids of its newest id_window records (map_state.id_window,
 --   10000 by default; NULL: every record it keeps).
+-- - map_state.message_stream marks a stream of the message store (chunked_map_message_store),
+--   which takes no other append; no map is one before the update.
 -- - chunked_records, chunked_read and chunked_poll return two more columns (at, id): they are
 --   made anew, and the EXECUTE privileges granted on them are granted again on the new ones.
 -- - New: chunked_register_once, chunked_register_many_once, chunked_get_by_id,
@@ -15,7 +17,7 @@
 -- script (refused: "cannot insert multiple commands into a prepared statement"): each is run by
 -- EXECUTE, its own text. The workers run this script too (Citus carries the update to them), so
 -- a column may be there already when the coordinator's ALTER reaches them: IF NOT EXISTS.
-DO $$ BEGIN EXECUTE 'ALTER TABLE chunked_map.map_state ADD COLUMN IF NOT EXISTS id_window bigint DEFAULT 10000'; END $$;
+DO $$ BEGIN EXECUTE 'ALTER TABLE chunked_map.map_state ADD COLUMN IF NOT EXISTS id_window bigint DEFAULT 10000, ADD COLUMN IF NOT EXISTS message_stream boolean NOT NULL DEFAULT false'; END $$;
 DO $$ BEGIN EXECUTE 'ALTER TABLE chunked_map.current_record ADD COLUMN IF NOT EXISTS at timestamptz, ADD COLUMN IF NOT EXISTS id text COLLATE "C"'; END $$;
 DO $$ BEGIN EXECUTE 'ALTER TABLE chunked_map.archived_chunk ADD COLUMN IF NOT EXISTS ats timestamptz[], ADD COLUMN IF NOT EXISTS ids text[] COLLATE "C"'; END $$;
 DO $$

@@ -21,6 +21,7 @@ use crate::retention;
 use crate::statements;
 use crate::statements::state::{self, MapState};
 use crate::statements::writes::{self, BatchRecords, NewRecord, Written};
+use crate::stream;
 use crate::token::archived_token;
 use crate::xact::{self, Announcement};
 
@@ -149,8 +150,8 @@ impl<'a> RecordId<'a> {
 /// remember (`RecordId::Once`), only if the map does not remember that id (`record_ids`), else
 /// it answers with the sequence the id was appended as; with `at`, the record's time is that (a
 /// record moved over from another store keeps its own), else the transaction's start. The one
-/// append of a record: lock the map, look the id up, check the
-/// expectation, make room (archive a full chunk), write the record (see [`Way`]), remember its
+/// append of a record: lock the map, check that it takes the record (a message and a stream go
+/// together: `stream`), look the id up, check the expectation, make room (archive a full chunk), write the record (see [`Way`]), remember its
 /// id, record what the feed and the commit's notification need.
 ///
 /// Directly, the common case (no id to look up) is one call that locks without waiting and
@@ -169,10 +170,12 @@ pub fn append(
     let payload = input::payload(payload, guc::payload_limit()).or_raise();
     let max_chunk_bytes = guc::max_chunk_bytes();
     let way = Way::on_this_server();
+    let message = matches!(id, Some(RecordId::Kept(_)));
     let record = NewRecord {
         payload,
         at: at.unwrap_or_else(transaction_time),
         id: id.map(RecordId::value),
+        message,
     };
     // Sequences only grow: an expectation below the newest sequence this transaction sees can
     // never come true, whoever holds the map now. It is refused before the map's lock is taken:
@@ -219,7 +222,7 @@ pub fn append(
     // map this writer does not see is started: `start` of a map that exists would look at its
     // name's lock, which a drop takes before waiting for the map's row, the row this transaction
     // may hold already (a deadlock where the write should wait for the drop's end, or go on).
-    if matches!(id, Some(RecordId::Kept(_)))
+    if message
         && !map_found
         && !statements::connect(|session| state::visible_to_writer(session, map.as_str()))
     {
@@ -227,6 +230,8 @@ pub fn append(
     }
     let written = statements::connect(|session| {
         let state = lock::lock_existing_map(session, map);
+        stream::admission(state.message_stream, state.current.next_seq, message)
+            .or_raise(map.as_str());
         if let Some(seq) =
             remembered.and_then(|id| record_ids::appended_as(session, map.as_str(), id))
         {
@@ -451,6 +456,9 @@ fn append_batch(
     let mut memory = BatchMemory::new();
     let (plan, first, tid, announce_on) = statements::connect(|session| {
         let mut state = lock::lock_existing_map(session, map);
+        // a batch holds no messages
+        stream::admission(state.message_stream, state.current.next_seq, false)
+            .or_raise(map.as_str());
         let known = if all_ids.iter().any(Option::is_some) {
             memory.with_arrays(&[], all_ids, |_, ids| {
                 ids.map(|ids| record_ids::appended_as_any(session, map.as_str(), ids))

@@ -8,7 +8,9 @@
 //! the caller must handle first: a full chunk (archived by SQL, then this write again) or a
 //! newest sequence other than the one expected. It declines, having written nothing, where the
 //! caller must take the lock by SQL (which waits or says why it cannot): the map is absent,
-//! held by another transaction, or changed since the snapshot; and where the write must be SQL's:
+//! held by another transaction, or changed since the snapshot, or it does not take the record (a
+//! message and a map of other records, or another record and a stream: `stream`; the append
+//! raises the refusal under the lock); and where the write must be SQL's:
 //! its numbers would overflow, the tables are distributed (Citus), the transaction is read-only
 //! or in parallel mode, or the storage tables are not as the extension made them
 //! (`pg::heap::Table::open`). Setting `chunked_map.direct_append` off sends every record
@@ -37,6 +39,7 @@ use crate::pg::boundary::catching;
 use crate::pg::heap::{self, Locked, Table, TableName};
 use crate::pg::raw;
 use crate::statements::writes::NewRecord;
+use crate::stream::{self, Admission};
 
 /// A record written directly: its sequence, the state row's new address, the record's address,
 /// whether a consumer of the feed follows the map (the caller records its move, once per
@@ -97,6 +100,7 @@ pub fn write(
         bytes: record.payload.bytes(),
         appended_at: record.at,
         id,
+        message: record.message,
         limit: max_chunk_bytes,
         at,
         expected_last_seq,
@@ -141,6 +145,8 @@ struct Request {
     appended_at: i64,
     /// The record's id: its bytes (valid for the call) and length.
     id: Option<(*const c_char, c_int)>,
+    /// Whether the record is a message (`stream`).
+    message: bool,
     limit: usize,
     at: Option<pg_sys::ItemPointerData>,
     expected_last_seq: Option<i64>,
@@ -156,6 +162,7 @@ struct Columns {
     current_bytes: c_int,
     notify: c_int,
     followed: c_int,
+    message_stream: c_int,
     record_map: c_int,
     record_seq: c_int,
     record_payload: c_int,
@@ -229,6 +236,7 @@ fn columns(state: Table, record: Table) -> Option<Columns> {
         current_bytes: state.column(c"current_bytes", INT8OID)?,
         notify: state.column(c"notify", BOOLOID)?,
         followed: state.column(c"followed", BOOLOID)?,
+        message_stream: state.column(c"message_stream", BOOLOID)?,
         record_map: record.column(c"map", TEXTOID)?,
         record_seq: record.column(c"seq", INT8OID)?,
         record_payload: record.column(c"payload", JSONBOID)?,
@@ -293,6 +301,16 @@ unsafe fn advance(
             return None;
         }
         let next_seq = chunk.next_seq;
+        // a refusal is raised by the append, under the lock taken by SQL
+        let makes_stream = match stream::admission(
+            column(columns.message_stream)?.value() != 0,
+            next_seq,
+            request.message,
+        ) {
+            Admission::Admitted => false,
+            Admission::MakesStream => true,
+            Admission::HoldsOtherRecords | Admission::IsStream => return None,
+        };
         if let Some(expected) = request.expected_last_seq {
             if expected != next_seq - 1 {
                 return Some(Outcome::NotAsExpected {
@@ -307,11 +325,24 @@ unsafe fn advance(
             .bytes
             .checked_add(i64::try_from(request.bytes).ok()?)?;
         let after = next_seq.checked_add(1)?;
-        let tid = state.update(
-            slot,
-            [columns.next_seq, columns.current_bytes],
-            [pg_sys::Datum::from(after), pg_sys::Datum::from(new_bytes)],
-        );
+        let (after, new_bytes) = (pg_sys::Datum::from(after), pg_sys::Datum::from(new_bytes));
+        let tid = if makes_stream {
+            state.update(
+                slot,
+                [
+                    columns.next_seq,
+                    columns.current_bytes,
+                    columns.message_stream,
+                ],
+                [after, new_bytes, pg_sys::Datum::from(true)],
+            )
+        } else {
+            state.update(
+                slot,
+                [columns.next_seq, columns.current_bytes],
+                [after, new_bytes],
+            )
+        };
         let mut row = [pg_sys::Datum::from(0usize); RECORD_COLUMNS];
         let mut nulls = [false; RECORD_COLUMNS];
         // `columns` checked that the record table has exactly these columns

@@ -59,6 +59,15 @@ pub enum ChunkedError {
         actual: i64,
     },
 
+    /// (0.5) A message (`chunked_register_with_id`) to a map that holds, or held, records other
+    /// appends wrote (`stream`).
+    #[error("map \"{map}\" holds records that are not messages")]
+    HoldsOtherRecords { map: String },
+
+    /// (0.5) Another append to a stream of the message store (`stream`).
+    #[error("map \"{map}\" is a stream of the message store")]
+    IsStream { map: String },
+
     #[error("map \"{map}\" does not exist")]
     MapNotStarted { map: String },
 
@@ -237,6 +246,8 @@ impl ChunkedError {
             | ChangedAfterSnapshot { .. }
             | FeedBusy { .. } => PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
             UnexpectedLastSeq { .. } => PgSqlErrorCode::ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION,
+            // a stream and another map are two kinds of map (23000 stays the mismatch's own)
+            HoldsOtherRecords { .. } | IsStream { .. } => PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
             MapNotStarted { .. }
             | UnknownToken { .. }
             | UnknownSeq { .. }
@@ -313,6 +324,12 @@ impl ChunkedError {
             UnexpectedLastSeq { .. } => Some(
                 "Retrying the same call cannot succeed: read the map again (chunked_info) and decide, or skip the append if it already happened."
                     .into(),
+            ),
+            HoldsOtherRecords { .. } => Some(
+                "A stream of the message store is a map only write_message appends to.".into(),
+            ),
+            IsStream { .. } => Some(
+                "Its messages are written by message_store.write_message only; read it with either extension's functions.".into(),
             ),
             MapNotStarted { map } => Some(format!(
                 "Call chunked_map.chunked_start('{}') first.",
@@ -441,6 +458,8 @@ mod tests {
             },
             ChunkedError::ChangedAfterSnapshot { map: "m".into() },
             ChunkedError::MapNotStarted { map: "m".into() },
+            ChunkedError::HoldsOtherRecords { map: "m".into() },
+            ChunkedError::IsStream { map: "m".into() },
             ChunkedError::MalformedToken { token: "x".into() },
             ChunkedError::NullArgument { argument: "map" },
             ChunkedError::PayloadTooLarge {

@@ -46,6 +46,7 @@ mod retention;
 mod sql_declarations;
 mod statement_list;
 mod statements;
+mod stream;
 mod token;
 mod verify;
 mod xact;

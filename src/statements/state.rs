@@ -28,6 +28,8 @@ pub struct MapState {
     /// How many of its newest records' ids the map remembers (`None`: every record's it keeps;
     /// see `record_ids`).
     pub id_window: Option<i64>,
+    /// Whether the map is a stream of the message store (see `stream`).
+    pub message_stream: bool,
 }
 
 /// A map's retention policy, as a writer needs it: whether archiving a chunk must look for
@@ -99,6 +101,7 @@ state_row! {
     followed: NotNull<Bool> = "s.followed",
     /// How many of the newest records' ids the map remembers (`None`: all it keeps).
     id_window: Nullable<Int8> = "s.id_window",
+    message_stream: NotNull<Bool> = "s.message_stream",
 }
 
 /// A row of [`StateColumns`], decoded: where each column's meaning is given.
@@ -122,6 +125,7 @@ pub fn map_state(row: <StateColumns as Columns>::Row<'static>) -> MapState {
         },
         followed: row.followed,
         id_window: row.id_window,
+        message_stream: row.message_stream,
     }
 }
 

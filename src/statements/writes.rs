@@ -12,13 +12,15 @@ use crate::pg::spi::{
 };
 use crate::statements;
 
-/// A record to write: its payload, the time it is appended at (the transaction's start), and
-/// the id its writer gave it.
+/// A record to write: its payload, the time it is appended at (the transaction's start), the
+/// id its writer gave it, and whether it is a message (see `stream`; the caller has checked
+/// that the map takes it, and a message makes the map a stream if it is not one).
 #[derive(Clone, Copy)]
 pub struct NewRecord<'a> {
     pub payload: Payload<'a>,
     pub at: i64,
     pub id: Option<&'a str>,
+    pub message: bool,
 }
 
 /// What an append that reports it wrote: the record's sequence, the state row's new version,
@@ -49,14 +51,16 @@ statements! {
 
     /// The SQL write of one record, part one: advances the state row version this transaction
     /// holds the lock on (found by its address: no index probe, no walk through the versions
-    /// the transaction left behind) by one record of `$2` bytes; returns the record's sequence
+    /// the transaction left behind) by one record of `$2` bytes (a message, `$4`, makes the map a
+    /// stream: `stream`); returns the record's sequence
     /// and the version's new address. The caller has checked that the chunk has room
     /// (`chunking::CurrentChunk::fits`). An `UPDATE ... RETURNING` and an `INSERT ... VALUES`
     /// on one map are each routed straight to its shard by Citus (a CTE feeding an
     /// `INSERT ... SELECT` would run as separate steps through intermediate results).
-    pub ADVANCE_AT: Statement<(Text, Int8, Tid), (NotNull<Int8>, NotNull<Tid>)> = write(
+    pub ADVANCE_AT: Statement<(Text, Int8, Tid, Bool), (NotNull<Int8>, NotNull<Tid>)> = write(
         "UPDATE chunked_map.map_state AS s
-         SET next_seq = s.next_seq + 1, current_bytes = s.current_bytes + $2
+         SET next_seq = s.next_seq + 1, current_bytes = s.current_bytes + $2,
+             message_stream = s.message_stream OR $4
          WHERE s.ctid = $3 AND s.map = $1
          RETURNING s.next_seq - 1 AS seq, s.ctid"
     );
@@ -257,7 +261,7 @@ pub fn write_record(
 ) -> Written {
     let bytes = i64::try_from(record.payload.bytes()).unwrap_or(i64::MAX);
     let (seq, tid) = session
-        .run(&ADVANCE_AT, (map, bytes, state.tid))
+        .run(&ADVANCE_AT, (map, bytes, state.tid, record.message))
         .first()
         .unwrap_or_else(|| lost_state_row(map));
     session.run(

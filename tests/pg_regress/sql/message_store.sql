@@ -246,13 +246,61 @@ SELECT message_store.write_message('00000000-0000-4000-8001-999999999999', 'big-
 SELECT map, seq, payload ->> 'type', id FROM chunked_map.chunked_poll('big-reader', 1000);
 SELECT chunked_map.chunked_unsubscribe('big-reader');
 
--- a map chunked_map's own functions appended to is not a stream: write_message refuses it, and
--- appends nothing
+-- a map chunked_map's own functions appended to is not a stream: write_message refuses it
+-- (42809, chunked_map's own error), and appends nothing; the direct write and the SQL one alike
 SELECT chunked_map.chunked_start('plain-1');
 SELECT chunked_map.chunked_register('plain-1', '{"x": 1}');
 SELECT message_store.write_message('00000000-0000-4000-8000-000000000023', 'plain-1', 'Opened', '{}');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+SET chunked_map.direct_append = off;
+SELECT message_store.write_message('00000000-0000-4000-8000-000000000023', 'plain-1', 'Opened', '{}');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+RESET chunked_map.direct_append;
 SELECT seq, payload FROM chunked_map.chunked_read('plain-1', 0, 10);
+
+-- a stream takes no other append: not chunked_map's appends, one record or a batch, with an id
+-- or without, directly or by SQL; it is left as it was
+SELECT message_store.write_message('00000000-0000-4000-8000-000000000025', 'kept-1', 'Opened', '{}');
+SELECT chunked_map.chunked_register('kept-1', '{"x": 1}');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT chunked_map.chunked_register('kept-1', '{"x": 1}', 1);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT * FROM chunked_map.chunked_register_once('kept-1', '{"x": 1}', 'an-id');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT chunked_map.chunked_register_many('kept-1', ARRAY['{"x": 1}']::jsonb[]);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT * FROM chunked_map.chunked_register_many_once('kept-1', ARRAY['{"x": 1}']::jsonb[], ARRAY['an-id']);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SET chunked_map.direct_append = off;
+SELECT chunked_map.chunked_register('kept-1', '{"x": 1}');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+RESET chunked_map.direct_append;
+-- (the refusal also where this transaction already holds the stream: after a message of its own)
+BEGIN;
+SELECT message_store.write_message('00000000-0000-4000-8000-000000000026', 'kept-1', 'Opened', '{}');
+SELECT chunked_map.chunked_register('kept-1', '{"x": 1}');
+ROLLBACK;
+SELECT seq, payload ->> 'type' AS type FROM chunked_map.chunked_read('kept-1', 0, 10);
+SELECT map, message_stream FROM chunked_map.map_state
+WHERE map IN ('plain-1', 'kept-1') ORDER BY map;
+
+-- a map started but never written is written like a new stream, and becomes one with its first
+-- message (by SQL too); its writer's rollback leaves it a map of either kind
+SELECT chunked_map.chunked_start('empty-1');
+SELECT chunked_map.chunked_start('empty-2');
+SELECT chunked_map.chunked_start('empty-3');
+SELECT message_store.write_message('00000000-0000-4000-8000-000000000027', 'empty-1', 'Opened', '{}');
+SET chunked_map.direct_append = off;
+SELECT message_store.write_message('00000000-0000-4000-8000-000000000028', 'empty-2', 'Opened', '{}');
+RESET chunked_map.direct_append;
+SELECT chunked_map.chunked_register('empty-2', '{"x": 1}');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+BEGIN;
+SELECT message_store.write_message('00000000-0000-4000-8000-000000000029', 'empty-3', 'Opened', '{}');
+ROLLBACK;
+SELECT chunked_map.chunked_register('empty-3', '{"x": 1}');
+SELECT map, message_stream FROM chunked_map.map_state
+WHERE map IN ('empty-1', 'empty-2', 'empty-3') ORDER BY map;
 
 -- the last message of a type whose record a trim removed: none (not a newer one of another type)
 SELECT message_store.write_message('00000000-0000-4000-8002-000000000000', 'tail-1', 'Opened', '{}');
