@@ -212,10 +212,10 @@ $$;
 -- missing value raised by a function of its own): where a function's source and argument
 -- defaults do not fit in a catalog row uncompressed, PostgreSQL compresses the defaults too once
 -- the source is, and every call that leaves arguments out then decompresses them (6,400
--- instructions a write; the regression test message_store checks that they are stored as they
--- are). The margin is thin: with pglz (default_toast_compression's default) the row is 1,919
--- bytes of 2,032, and a few lines more of body tip it over; with lz4, which compresses the source
--- less, the defaults are compressed again (docs/message-db.md).
+-- instructions a write; the regression tests message_store and message_store_defaults_under_lz4
+-- check that they are stored as they are). The row is 1,729 bytes of 2,032 with pglz
+-- (default_toast_compression's default), 1,886 with lz4, which compresses the source less: a
+-- dozen lines more of body tip it over.
 -- (1) The expected version, first, as message-db compares it (before anything of the message
 --     is looked at; a stream named NULL has version -1 there). In a read-only transaction, or
 --     for a NULL name, nothing is started or locked: the version as it is. Otherwise the stream
