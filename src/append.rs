@@ -151,8 +151,9 @@ impl<'a> RecordId<'a> {
 /// it answers with the sequence the id was appended as; with `at`, the record's time is that (a
 /// record moved over from another store keeps its own), else the transaction's start. The one
 /// append of a record: lock the map, check that it takes the record (a message and a stream go
-/// together: `stream`), look the id up, check the expectation, make room (archive a full chunk), write the record (see [`Way`]), remember its
-/// id, record what the feed and the commit's notification need.
+/// together: `stream`), look the id up, check the expectation, make room (archive a full
+/// chunk), write the record (see [`Way`]), remember its id, record what the feed and the
+/// commit's notification need.
 ///
 /// Directly, the common case (no id to look up) is one call that locks without waiting and
 /// writes; where it cannot (another transaction holds the map, the map does not exist, its chunk
