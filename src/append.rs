@@ -184,11 +184,17 @@ pub fn append(
     // taken here would briefly hold up a writer that reacts to the error at once. A transaction
     // that wrote the map holds it already: nobody else can move it, and the expectation is
     // compared under the lock. (An append with an id is a retry, perhaps: the id is looked up
-    // before the expectation is compared, under the lock.)
+    // before the expectation is compared, under the lock.) A stream stays one, and a map of other
+    // records never becomes one: a refusal by the rule is final too, and comes first, as under
+    // the lock.
     if let (Some(expected), None) = (expected_last_seq, remembered) {
         if xact::written(map.as_str()).is_none() {
             statements::connect(|session| {
-                if let Some(next_seq) = state::next_seq_for_writer(session, map.as_str()) {
+                if let Some((next_seq, is_stream)) =
+                    state::next_seq_for_writer(session, map.as_str())
+                {
+                    // (whether it would make the map a stream is decided under the lock)
+                    stream::admission(is_stream, next_seq, message).or_raise(map.as_str());
                     if expected < next_seq - 1 {
                         unexpected_last_seq(map, expected, next_seq - 1);
                     }

@@ -158,6 +158,8 @@ statements! {
                 'id_window', s.id_window)
             || CASE WHEN s.notify THEN jsonb_build_object('notify_channel', s.notify_channel)
                     ELSE '{}'::jsonb END
+            || CASE WHEN s.message_stream THEN jsonb_build_object('message_stream', true)
+                    ELSE '{}'::jsonb END
             || CASE WHEN s.retain_records IS NOT NULL OR s.retain_age IS NOT NULL THEN
                     jsonb_build_object('retention', jsonb_build_object(
                         'max_records', s.retain_records, 'max_age', s.retain_age::text))

@@ -170,9 +170,10 @@ statements! {
         "SELECT count(*) FROM chunked_map.map_state AS s WHERE s.map = $1"
     );
 
-    /// The next sequence of a map as a writer sees it, without its lock.
-    pub NEXT_SEQ_FOR_WRITER: Statement<(Text,), (NotNull<Int8>,)> = write(
-        "SELECT s.next_seq FROM chunked_map.map_state AS s WHERE s.map = $1"
+    /// The next sequence of a map as a writer sees it, without its lock, and whether it is a
+    /// stream.
+    pub NEXT_SEQ_FOR_WRITER: Statement<(Text,), (NotNull<Int8>, NotNull<Bool>)> = write(
+        "SELECT s.next_seq, s.message_stream FROM chunked_map.map_state AS s WHERE s.map = $1"
     );
 
     /// Where a map's records are: `(next_seq, current_first_seq, oldest_seq)`, from its state
@@ -233,12 +234,9 @@ pub fn map_exists_now(session: &Session, map: &str) -> bool {
         .is_some_and(|(count,)| count > 0)
 }
 
-/// [`NEXT_SEQ_FOR_WRITER`]: `None` when the map does not exist.
-pub fn next_seq_for_writer(session: &Session, map: &str) -> Option<i64> {
-    session
-        .run(&NEXT_SEQ_FOR_WRITER, (map,))
-        .first()
-        .map(|(next,)| next)
+/// [`NEXT_SEQ_FOR_WRITER`]: `(next_seq, message_stream)`, `None` when the map does not exist.
+pub fn next_seq_for_writer(session: &Session, map: &str) -> Option<(i64, bool)> {
+    session.run(&NEXT_SEQ_FOR_WRITER, (map,)).first()
 }
 
 /// Where a map's records are, as a reader sees them.

@@ -265,6 +265,9 @@ SELECT chunked_map.chunked_register('kept-1', '{"x": 1}');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT chunked_map.chunked_register('kept-1', '{"x": 1}', 1);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- (an expectation already out of date too: the stream's refusal first, not the mismatch's 23000)
+SELECT chunked_map.chunked_register('kept-1', '{"x": 1}', 0);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT * FROM chunked_map.chunked_register_once('kept-1', '{"x": 1}', 'an-id');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT chunked_map.chunked_register_many('kept-1', ARRAY['{"x": 1}']::jsonb[]);
@@ -283,6 +286,9 @@ ROLLBACK;
 SELECT seq, payload ->> 'type' AS type FROM chunked_map.chunked_read('kept-1', 0, 10);
 SELECT map, message_stream FROM chunked_map.map_state
 WHERE map IN ('plain-1', 'kept-1') ORDER BY map;
+-- chunked_info says which maps are streams
+SELECT chunked_map.chunked_info('kept-1') -> 'message_stream' AS stream_1,
+       chunked_map.chunked_info('plain-1') ? 'message_stream' AS plain_1_says;
 
 -- a map started but never written is written like a new stream, and becomes one with its first
 -- message (by SQL too); its writer's rollback leaves it a map of either kind
