@@ -308,6 +308,14 @@ SELECT chunked_map.chunked_register('empty-3', '{"x": 1}');
 SELECT map, message_stream FROM chunked_map.map_state
 WHERE map IN ('empty-1', 'empty-2', 'empty-3') ORDER BY map;
 
+-- a record the owner appends with chunked_register_with_id itself is taken for a message: the map
+-- becomes a stream, and stream reads pass over the position, which has no message
+SELECT seq FROM chunked_map.chunked_register_with_id('direct-1', '{"type": "Fake"}', 'not-a-message');
+SELECT message_store.write_message('00000000-0000-4000-8000-000000000030', 'direct-1', 'Opened', '{}');
+SELECT position, type FROM message_store.get_stream_messages('direct-1');
+SELECT message_store.stream_version('direct-1');
+SELECT chunked_map.chunked_info('direct-1') -> 'message_stream' AS stream;
+
 -- the last message of a type whose record a trim removed: none (not a newer one of another type)
 SELECT message_store.write_message('00000000-0000-4000-8002-000000000000', 'tail-1', 'Opened', '{}');
 DO $$
