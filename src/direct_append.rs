@@ -1,5 +1,5 @@
-//! One record written directly: the map's state row locked (without waiting) and advanced in
-//! place and the record inserted through PostgreSQL's table and index access methods
+//! One record written directly: the map's state row advanced by an update that does not wait
+//! (the update is the row's lock, as an UPDATE's is) and the record inserted through PostgreSQL's table and index access methods
 //! (`pg::heap`), with no statement planned or run. One of the two ways a record is written
 //! (`append` says which is taken); the other, the SQL write (`statements::writes::write_record`),
 //! is the reference it is compared against (the differential test).
@@ -245,9 +245,12 @@ fn columns(state: Table, record: Table) -> Option<Columns> {
     })
 }
 
-/// Finds and locks the state row (by its remembered address, or by the map's key, never
-/// waiting), checks what the SQL append's WHERE clause checks, advances the row and inserts the
-/// record; `None` declines.
+/// Finds the state row (by its remembered address, or by the map's key), checks what the SQL
+/// append's WHERE clause checks, advances the row by an update that does not wait (the row's
+/// lock, as an UPDATE's) and inserts the record; `None` declines, having written nothing. A
+/// row found by its key is locked (never waiting) only when nothing is written and the caller
+/// is told what it must handle under the lock (`NotAsExpected`, `Full`); a remembered version
+/// is this transaction's, so already its own.
 ///
 /// # Safety
 /// Inside `catching`; the tables open; `snapshot` registered; `slot` made by `state.slot()`.
@@ -264,21 +267,26 @@ unsafe fn advance(
     // the slot, whose buffer stays pinned until the slot is dropped.
     unsafe {
         let map = pg_sys::Datum::from(raw::cstring_to_text_with_len(request.map, request.map_len));
-        match request.at {
+        // the version the snapshot sees, and whether this transaction holds the row already
+        let held = match request.at {
             // a version this transaction wrote (so holds the lock on), if it is still the one
             // the snapshot sees
             Some(tid) => {
                 if !state.fetch(tid, snapshot, slot) {
                     return None;
                 }
+                true
             }
             None => {
-                let tid = state.find(pg_sys::Oid::from(pg_sys::F_TEXTEQ), map, snapshot, slot)?;
-                if state.lock(tid, snapshot, slot) != Locked::It {
-                    return None;
-                }
+                state.find(pg_sys::Oid::from(pg_sys::F_TEXTEQ), map, snapshot, slot)?;
+                false
             }
-        }
+        };
+        // what the caller handles under the lock: the row as read is the map's newest only if
+        // it can be locked as it is
+        let under_lock = |outcome: Outcome| {
+            (held || state.lock((*slot).tts_tid, snapshot, slot) == Locked::It).then_some(outcome)
+        };
         let mut values = [pg_sys::Datum::from(0usize); MAX_STATE_COLUMNS];
         let mut nulls = [true; MAX_STATE_COLUMNS];
         state.read(slot, &mut values, &mut nulls);
@@ -313,13 +321,13 @@ unsafe fn advance(
         };
         if let Some(expected) = request.expected_last_seq {
             if expected != next_seq - 1 {
-                return Some(Outcome::NotAsExpected {
+                return under_lock(Outcome::NotAsExpected {
                     actual: next_seq - 1,
                 });
             }
         }
         if !chunk.fits(request.bytes, request.limit) {
-            return Some(Outcome::Full);
+            return under_lock(Outcome::Full);
         }
         let new_bytes = chunk
             .bytes
@@ -335,13 +343,15 @@ unsafe fn advance(
                     columns.message_stream,
                 ],
                 [after, new_bytes, pg_sys::Datum::from(true)],
-            )
+                held,
+            )?
         } else {
             state.update(
                 slot,
                 [columns.next_seq, columns.current_bytes],
                 [after, new_bytes],
-            )
+                held,
+            )?
         };
         let mut row = [pg_sys::Datum::from(0usize); RECORD_COLUMNS];
         let mut nulls = [false; RECORD_COLUMNS];

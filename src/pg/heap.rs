@@ -400,21 +400,34 @@ impl Table {
         unsafe { usize::try_from((*(*self.relation).rd_att).natts).unwrap_or(0) }
     }
 
-    /// Replaces `columns` (numbers) of the row version in `slot`, which this transaction has
-    /// locked, by `values` (none NULL); returns the new version's address. Index entries are
-    /// made only when the new version is not heap-only (HOT), as the executor makes them.
+    /// Replaces `columns` (numbers) of the row version in `slot` by `values` (none NULL), as an
+    /// UPDATE does, but never waiting for another transaction: `None`, having written nothing,
+    /// when another holds the row (an update, a delete or a lock of it in progress) or changed
+    /// it since `slot` was read (its update or delete committed). Otherwise the new version's
+    /// address; the update is the row's lock, held to the end of the transaction, as an
+    /// UPDATE's is. Index entries are made only when the new version is not heap-only (HOT), as
+    /// the executor makes them.
+    ///
+    /// `held`: this transaction holds the row already (it wrote or locked this version), so no
+    /// other can change it. heap_update then waits, as an UPDATE does, which here is only to
+    /// pass over this transaction's own lock (not waiting, it would report its own lock as
+    /// another's update in progress).
     ///
     /// # Safety
-    /// Inside `catching`; `slot` holds the locked version; `values` of the columns' types.
+    /// Inside `catching`; `slot` holds a version of this table's row that the statement's
+    /// snapshot sees (read through it, or written by this transaction before the last
+    /// `CommandCounterIncrement`); `values` of the columns' types.
     pub unsafe fn update<const N: usize>(
         self,
         slot: *mut pg_sys::TupleTableSlot,
         columns: [c_int; N],
         values: [pg_sys::Datum; N],
-    ) -> pg_sys::ItemPointerData {
-        // SAFETY: the old version is this transaction's locked row (no one else can update it,
-        // so simple_heap_update meets no concurrent change); the new tuple is palloc'd in the
-        // current memory context and read before it is freed with it.
+        held: bool,
+    ) -> Option<pg_sys::ItemPointerData> {
+        // SAFETY: the old version is one the snapshot sees, so heap_update finds it neither
+        // invisible nor changed by this command (its one ERROR outcome besides a broken page);
+        // the new tuple is palloc'd in the current memory context and read before it is freed
+        // with it.
         unsafe {
             let desc = (*self.relation).rd_att;
             let mut should_free = false;
@@ -430,11 +443,11 @@ impl Table {
                 nulls.as_ptr().cast_mut(),
             );
             let mut otid = (*old).t_self;
-            let needs_entries = update_in_place(self.relation, &mut otid, new);
+            let needs_entries = heap_update_row(self.relation, &mut otid, new, held)?;
             if needs_entries {
                 self.index(new, true);
             }
-            (*new).t_self
+            Some((*new).t_self)
         }
     }
 
@@ -527,33 +540,68 @@ pub unsafe fn drop_slot(slot: *mut pg_sys::TupleTableSlot) {
     unsafe { raw::ExecDropSingleTupleTableSlot(slot) }
 }
 
-/// `heap_update` of a row this transaction holds; whether the new version needs index entries.
+/// `heap_update` as the executor calls it (`table_tuple_update` with the command's id and no
+/// crosscheck snapshot), waiting only for a row `held` by this transaction (see
+/// `Table::update`): whether the new version needs index entries, `None` when the update did
+/// not happen (`TM_BeingModified`, `TM_Updated`, `TM_Deleted`; heap_update returns those having
+/// written nothing).
 #[cfg(feature = "pg15")]
-unsafe fn update_in_place(
+unsafe fn heap_update_row(
     relation: pg_sys::Relation,
     otid: &mut pg_sys::ItemPointerData,
     new: pg_sys::HeapTuple,
-) -> bool {
+    held: bool,
+) -> Option<bool> {
     // SAFETY: as `Table::update` says; PostgreSQL 15 reports a heap-only tuple in its header.
     unsafe {
-        raw::simple_heap_update(relation, otid, new);
-        u32::from((*(*new).t_data).t_infomask2) & pg_sys::HEAP_ONLY_TUPLE == 0
+        let mut failure = pg_sys::TM_FailureData::default();
+        let mut lock_mode = pg_sys::LockTupleMode::LockTupleExclusive;
+        let result = raw::heap_update(
+            relation,
+            otid,
+            new,
+            raw::GetCurrentCommandId(true),
+            std::ptr::null_mut(),
+            held,
+            &mut failure,
+            &mut lock_mode,
+        );
+        (result == pg_sys::TM_Result::TM_Ok)
+            .then(|| u32::from((*(*new).t_data).t_infomask2) & pg_sys::HEAP_ONLY_TUPLE == 0)
     }
 }
 
-/// `heap_update` of a row this transaction holds; whether the new version needs index entries.
+/// `heap_update` as the executor calls it (`table_tuple_update` with the command's id and no
+/// crosscheck snapshot), waiting only for a row `held` by this transaction (see
+/// `Table::update`): whether the new version needs index entries, `None` when the update did
+/// not happen (`TM_BeingModified`, `TM_Updated`, `TM_Deleted`; heap_update returns those having
+/// written nothing).
 #[cfg(not(feature = "pg15"))]
-unsafe fn update_in_place(
+unsafe fn heap_update_row(
     relation: pg_sys::Relation,
     otid: &mut pg_sys::ItemPointerData,
     new: pg_sys::HeapTuple,
-) -> bool {
+    held: bool,
+) -> Option<bool> {
     // SAFETY: as `Table::update` says. The table's one index is a btree, never summarizing, so
     // TU_Summarizing does not occur; TU_All asks for its entry.
     unsafe {
+        let mut failure = pg_sys::TM_FailureData::default();
+        let mut lock_mode = pg_sys::LockTupleMode::LockTupleExclusive;
         let mut update_indexes = pg_sys::TU_UpdateIndexes::TU_None;
-        raw::simple_heap_update(relation, otid, new, &mut update_indexes);
-        update_indexes != pg_sys::TU_UpdateIndexes::TU_None
+        let result = raw::heap_update(
+            relation,
+            otid,
+            new,
+            raw::GetCurrentCommandId(true),
+            std::ptr::null_mut(),
+            held,
+            &mut failure,
+            &mut lock_mode,
+            &mut update_indexes,
+        );
+        (result == pg_sys::TM_Result::TM_Ok)
+            .then_some(update_indexes != pg_sys::TU_UpdateIndexes::TU_None)
     }
 }
 

@@ -198,18 +198,30 @@ unsafe extern "C-unwind" {
     pub fn simple_heap_insert(relation: pg_sys::Relation, tuple: pg_sys::HeapTuple);
     /// PostgreSQL 15: no report of which indexes need entries (the caller asks the tuple).
     #[cfg(feature = "pg15")]
-    pub fn simple_heap_update(
+    #[allow(clippy::too_many_arguments)]
+    pub fn heap_update(
         relation: pg_sys::Relation,
         otid: pg_sys::ItemPointer,
         tuple: pg_sys::HeapTuple,
-    );
+        cid: pg_sys::CommandId,
+        crosscheck: pg_sys::Snapshot,
+        wait: bool,
+        failure: *mut pg_sys::TM_FailureData,
+        lock_mode: *mut pg_sys::LockTupleMode::Type,
+    ) -> pg_sys::TM_Result::Type;
     #[cfg(not(feature = "pg15"))]
-    pub fn simple_heap_update(
+    #[allow(clippy::too_many_arguments)]
+    pub fn heap_update(
         relation: pg_sys::Relation,
         otid: pg_sys::ItemPointer,
         tuple: pg_sys::HeapTuple,
+        cid: pg_sys::CommandId,
+        crosscheck: pg_sys::Snapshot,
+        wait: bool,
+        failure: *mut pg_sys::TM_FailureData,
+        lock_mode: *mut pg_sys::LockTupleMode::Type,
         update_indexes: *mut pg_sys::TU_UpdateIndexes::Type,
-    );
+    ) -> pg_sys::TM_Result::Type;
     pub fn FormIndexDatum(
         info: *mut pg_sys::IndexInfo,
         slot: *mut pg_sys::TupleTableSlot,
@@ -319,9 +331,9 @@ fn declarations_match_the_servers_headers() {
     #[cfg(feature = "pg18")]
     same_signature! { index_beginscan(A, B, C, D, E, F); }
     #[cfg(feature = "pg15")]
-    same_signature! { simple_heap_update(A, B, C); }
+    same_signature! { heap_update(A, B, C, D, E, F, G, H); }
     #[cfg(not(feature = "pg15"))]
-    same_signature! { simple_heap_update(A, B, C, D); }
+    same_signature! { heap_update(A, B, C, D, E, F, G, H, I); }
     // Async_Notify has no binding in pgrx: its prototype is checked against the server's
     // commands/async.h by the cluster test `raw_declarations::async_notify_is_declared_as_the_server_declares_it`
     // a function that never returns: its type stated, once for each (PostgreSQL 18 marks it

@@ -483,3 +483,57 @@ fn a_payload_is_stored_by_the_column_own_compression_whatever_form_it_came_in() 
         ],
     );
 }
+
+/// The WAL records a statement wrote, as `EXPLAIN (ANALYZE, WAL)` counts them (its commit's not
+/// included).
+fn wal_records(client: &mut Client, statement: &str) -> i64 {
+    let text = client
+        .simple_query(&format!(
+            "EXPLAIN (ANALYZE, WAL, COSTS OFF, TIMING OFF, SUMMARY OFF, FORMAT JSON) {statement}"
+        ))
+        .expect("explain")
+        .into_iter()
+        .find_map(|message| match message {
+            SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+            _ => None,
+        })
+        .expect("a plan");
+    let plan: serde_json::Value = serde_json::from_str(&text).expect("the plan as JSON");
+    plan[0]["Plan"]["WAL Records"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("no WAL Records in {plan}"))
+}
+
+#[test]
+fn a_direct_append_locks_the_map_by_its_update_alone() {
+    let cluster = Cluster::start();
+    let mut client = cluster.database("update_is_the_lock");
+    client
+        .batch_execute(
+            "SELECT chunked_map.chunked_start('m', 100);
+             SELECT chunked_map.chunked_register('m', '{\"n\": 0}');",
+        )
+        .expect("setup");
+    // three records: the state row's new version (heap-only: no index entry), the record and
+    // its index entry; a row lock taken before the update would be a fourth, as the SQL path's
+    // is. (The first append made the record table's first page and its index's root; the maps'
+    // pages have room, so no page is pruned on the way.)
+    for (direct, expected) in [(true, 3), (false, 4)] {
+        client
+            .batch_execute(&format!("SET chunked_map.direct_append = {direct}"))
+            .expect("setting");
+        assert_eq!(
+            wal_records(
+                &mut client,
+                "SELECT chunked_map.chunked_register('m', '{\"n\": 1}')"
+            ),
+            expected,
+            "direct_append = {direct}"
+        );
+    }
+    let count: i64 = client
+        .query_one("SELECT count(*) FROM chunked_map.chunked_records('m')", &[])
+        .expect("records")
+        .get(0);
+    assert_eq!(count, 3);
+}
