@@ -79,9 +79,10 @@ mod tests {
                 if !BEFORE_A_RELATION.contains(&keyword) {
                     continue;
                 }
-                // FOR UPDATE, ON CONFLICT ... DO UPDATE: a lock or an action, not a relation
+                // FOR UPDATE, FOR NO KEY UPDATE, ON CONFLICT ... DO UPDATE: a lock or an action,
+                // not a relation
                 let before = at.checked_sub(1).map(|i| words[i]);
-                if keyword == "UPDATE" && matches!(before, Some("FOR" | "DO")) {
+                if keyword == "UPDATE" && matches!(before, Some("FOR" | "KEY" | "DO")) {
                     continue;
                 }
                 // IS DISTINCT FROM: a comparison

@@ -271,7 +271,7 @@ BEGIN
                 PERFORM chunked_map.chunked_start(write_message.stream_name);
             END IF;
             SELECT s.next_seq INTO STRICT _next_seq
-            FROM chunked_map.map_state AS s WHERE s.map = write_message.stream_name FOR UPDATE;
+            FROM chunked_map.map_state AS s WHERE s.map = write_message.stream_name FOR NO KEY UPDATE;
         END IF;
         IF write_message.expected_version <> _next_seq - 2 THEN
             RAISE EXCEPTION

@@ -1,7 +1,8 @@
 //! A map's lock: the one place that decides whether a write to a map may go on, and what the
 //! caller is told when it may not.
 //!
-//! A map's lock is a row lock on its state row, taken with `FOR UPDATE SKIP LOCKED`: it never
+//! A map's lock is a row lock on its state row, taken with `FOR NO KEY UPDATE SKIP LOCKED` (the
+//! lock an UPDATE of the row takes, so the direct write's update holds the map alike): it never
 //! waits, and a row another transaction holds is simply not returned. When no row comes back,
 //! a second look tells why, and each answer has its own error:
 //! - the map has a row this transaction's snapshot sees: another transaction holds it, 40001

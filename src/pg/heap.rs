@@ -296,8 +296,8 @@ impl Table {
         }
     }
 
-    /// Locks the row version at `tid` as `FOR UPDATE SKIP LOCKED` would, into `slot`: never
-    /// waiting. Under READ COMMITTED, as the executor does, the newest version is locked when
+    /// Locks the row version at `tid` as `FOR NO KEY UPDATE SKIP LOCKED` would (the lock an
+    /// update of its other columns takes), into `slot`: never waiting. Under READ COMMITTED, as the executor does, the newest version is locked when
     /// the one asked for was updated by a committed transaction.
     ///
     /// # Safety
@@ -327,7 +327,7 @@ impl Table {
                 snapshot,
                 slot,
                 raw::GetCurrentCommandId(true),
-                pg_sys::LockTupleMode::LockTupleExclusive,
+                pg_sys::LockTupleMode::LockTupleNoKeyExclusive,
                 pg_sys::LockWaitPolicy::LockWaitSkip,
                 flags as u8,
                 &mut failure,

@@ -19,7 +19,7 @@
 //!
 //! Storage (see `sql/bootstrap.sql`):
 //! - `map_state`: one row per map, holding the next sequence and the current chunk's extent. It
-//!   is the map's lock: every write takes it (`FOR UPDATE SKIP LOCKED`; waiting only when
+//!   is the map's lock: every write takes it (`FOR NO KEY UPDATE SKIP LOCKED`; waiting only when
 //!   `chunked_map.lock_timeout` says so) and every append advances it, so under REPEATABLE READ
 //!   and SERIALIZABLE PostgreSQL itself refuses (40001) a writer whose snapshot predates another
 //!   writer's commit.

@@ -132,12 +132,14 @@ pub fn map_state(row: <StateColumns as Columns>::Row<'static>) -> MapState {
 statements! {
     /// The map's lock, without waiting: a row another transaction holds is skipped (not found).
     /// Under REPEATABLE READ and SERIALIZABLE, PostgreSQL raises 40001 when the row was changed by
-    /// a transaction that committed after the snapshot.
+    /// a transaction that committed after the snapshot. The lock an UPDATE of the row's other
+    /// columns takes (`FOR NO KEY UPDATE`), the one the direct write's update takes: the two ways
+    /// of writing hold a map alike.
     pub LOCK_STATE: Statement<(Text,), StateColumns> = write(concat!(
         "SELECT ", state_columns!(), "
          FROM chunked_map.map_state AS s
          WHERE s.map = $1
-         FOR UPDATE SKIP LOCKED"
+         FOR NO KEY UPDATE SKIP LOCKED"
     ));
 
     /// The state row version at `$2`, which this transaction wrote (and so holds the lock of):
@@ -156,7 +158,7 @@ statements! {
         "SELECT ", state_columns!(), "
          FROM chunked_map.map_state AS s
          WHERE s.map = $1
-         FOR UPDATE"
+         FOR NO KEY UPDATE"
     ));
 
     /// Whether the map has a state row, as a writer sees it.

@@ -6,7 +6,7 @@
 //! and every page of every map must be byte-identical.
 
 use chunked_map_cluster_tests::page::{all_pages_text, mask_times};
-use chunked_map_cluster_tests::{Client, Cluster};
+use chunked_map_cluster_tests::{assert_error, Client, Cluster};
 use postgres::SimpleQueryMessage;
 
 /// A small deterministic generator (xorshift64*), so that both runs make the same calls.
@@ -536,4 +536,93 @@ fn a_direct_append_locks_the_map_by_its_update_alone() {
         .expect("records")
         .get(0);
     assert_eq!(count, 3);
+}
+
+/// Another session's row lock on the map's state row, never waiting: whether it was granted
+/// (else PostgreSQL's 55P03, asserted).
+fn row_lock_granted(other: &mut Client, strength: &str) -> bool {
+    other.batch_execute("BEGIN").expect("begin");
+    let result = other.query(
+        &format!(
+            "SELECT 1 FROM chunked_map.map_state AS s WHERE s.map = 'm' FOR {strength} NOWAIT"
+        ),
+        &[],
+    );
+    let granted = match result {
+        Ok(rows) => {
+            assert_eq!(rows.len(), 1, "the map's row, FOR {strength}");
+            true
+        }
+        Err(_) => {
+            assert_error(
+                result,
+                "55P03",
+                "could not obtain lock on row in relation \"map_state\"",
+            );
+            false
+        }
+    };
+    other.batch_execute("ROLLBACK").expect("rollback");
+    granted
+}
+
+#[test]
+fn a_write_holds_the_map_row_as_an_update_of_its_other_columns_both_ways() {
+    let cluster = Cluster::start();
+    for direct in [true, false] {
+        let database = format!("row_lock_{direct}");
+        let mut writer = cluster.database(&database);
+        let mut other = cluster.connect(&database);
+        writer
+            .batch_execute(&format!(
+                "SET chunked_map.direct_append = {direct};
+                 SELECT chunked_map.chunked_start('m', 100);
+                 SELECT chunked_map.chunked_register('m', '{{}}');"
+            ))
+            .expect("a map");
+        writer
+            .batch_execute("BEGIN; SELECT chunked_map.chunked_register('m', '{\"v\": 1}');")
+            .expect("an open append");
+        // the lock an UPDATE of non-key columns takes, `FOR NO KEY UPDATE`: a key-share lock
+        // (a foreign key's check) goes through, every stronger one is refused
+        let held: Vec<(&str, bool)> = ["KEY SHARE", "SHARE", "NO KEY UPDATE", "UPDATE"]
+            .into_iter()
+            .map(|strength| (strength, row_lock_granted(&mut other, strength)))
+            .collect();
+        assert_eq!(
+            held,
+            [
+                ("KEY SHARE", true),
+                ("SHARE", false),
+                ("NO KEY UPDATE", false),
+                ("UPDATE", false)
+            ],
+            "direct_append = {direct}"
+        );
+        // a key-share lock taken meanwhile does not hold up the writer's next append, even when
+        // it has forgotten where its row is (a savepoint rolled back) and looks for it again
+        writer
+            .batch_execute(
+                "SAVEPOINT s;
+                 SELECT chunked_map.chunked_register('m', '{\"v\": 2}');
+                 ROLLBACK TO SAVEPOINT s;",
+            )
+            .expect("a rolled back append");
+        other
+            .batch_execute(
+                "BEGIN;
+                 SELECT 1 FROM chunked_map.map_state AS s WHERE s.map = 'm' FOR KEY SHARE NOWAIT;",
+            )
+            .expect("a key-share lock");
+        let seq: i64 = writer
+            .query_one(
+                "SELECT chunked_map.chunked_register('m', '{\"v\": 3}')",
+                &[],
+            )
+            .expect("the append after the key-share lock")
+            .get(0);
+        assert_eq!(seq, 3, "direct_append = {direct}");
+        other.batch_execute("ROLLBACK").expect("rollback");
+        writer.batch_execute("COMMIT").expect("commit");
+    }
 }
