@@ -19,7 +19,7 @@ $$;
 -- (0.4) Numbers maps as they are started (map_state.incarnation).
 CREATE SEQUENCE chunked_map.map_incarnation;
 
--- One row per map: the map's lock (every write takes it, FOR UPDATE SKIP LOCKED) and the
+-- One row per map: the map's lock (every write takes it, FOR NO KEY UPDATE SKIP LOCKED) and the
 -- truth about its current chunk. Every append advances next_seq and current_bytes in it, so
 -- under REPEATABLE READ and SERIALIZABLE a writer whose snapshot predates another writer's
 -- commit is refused by PostgreSQL itself. Those columns are not indexed, so the update stays

@@ -644,7 +644,7 @@ pub fn set_notify(map: MapName<'_>, enabled: bool) {
 pub fn drop_map(map: MapName<'_>) -> bool {
     statements::connect(|session| {
         lock::lock_name(session, map);
-        if lock::lock_map(session, map).is_none() {
+        if lock::lock_map_for_drop(session, map).is_none() {
             return false;
         }
         // every storage table is written: none may be left on this node (Citus)

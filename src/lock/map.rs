@@ -83,6 +83,18 @@ pub fn lock_existing_map(session: &Session, map: MapName<'_>) -> MapState {
     })
 }
 
+/// Takes the map's lock as [`lock_map`] does, then holds its row as the drop's DELETE needs it;
+/// `None` when the map does not exist. A key-share lock another transaction holds on the row
+/// (taken by hand; it goes through the lock every write takes) is refused like a concurrent
+/// append, at once: the DELETE would wait for it without limit.
+pub fn lock_map_for_drop(session: &Session, map: MapName<'_>) -> Option<MapState> {
+    let state = lock_map(session, map)?;
+    if !state::hold_for_delete(session, map.as_str()) {
+        locked(map, Held::Now);
+    }
+    Some(state)
+}
+
 /// No row in this transaction's snapshot: under REPEATABLE READ or SERIALIZABLE, one committed
 /// since means the snapshot is out of date for this map.
 fn absent(session: &Session, map: MapName<'_>) -> Option<MapState> {

@@ -12,5 +12,5 @@ pub mod name;
 mod refusal;
 
 pub use feed::{lock_feed_exclusive, lock_feed_for_start};
-pub use map::{lock_existing_map, lock_map, uses_transaction_snapshot};
+pub use map::{lock_existing_map, lock_map_for_drop, uses_transaction_snapshot};
 pub use name::{lock_name, probe_name};

@@ -161,6 +161,14 @@ statements! {
          FOR NO KEY UPDATE"
     ));
 
+    /// The map's row held as a DELETE needs it (`FOR UPDATE`), without waiting; no row when it
+    /// cannot be. Run by a drop that holds the map already (the lock an UPDATE takes), so only a
+    /// key-share lock (`FOR KEY SHARE`, taken by hand: the extension takes none on this table)
+    /// can keep it out.
+    pub HOLD_FOR_DELETE: Statement<(Text,), (NotNull<Bool>,)> = write(
+        "SELECT true FROM chunked_map.map_state AS s WHERE s.map = $1 FOR UPDATE SKIP LOCKED"
+    );
+
     /// Whether the map has a state row, as a writer sees it.
     pub MAP_VISIBLE_TO_WRITER: Statement<(Text,), (NotNull<Int8>,)> = write(
         "SELECT count(*) FROM chunked_map.map_state AS s WHERE s.map = $1"
@@ -210,6 +218,11 @@ pub fn lock_state_wait(session: &Session, map: &str) -> Result<Option<MapState>,
         .try_run(&LOCK_STATE_WAIT, (map,))?
         .first()
         .map(map_state))
+}
+
+/// [`HOLD_FOR_DELETE`]: whether the row is held as a DELETE needs it now.
+pub fn hold_for_delete(session: &Session, map: &str) -> bool {
+    !session.run(&HOLD_FOR_DELETE, (map,)).is_empty()
 }
 
 /// Whether a writer sees a state row of the map.

@@ -622,7 +622,24 @@ fn a_write_holds_the_map_row_as_an_update_of_its_other_columns_both_ways() {
             .expect("the append after the key-share lock")
             .get(0);
         assert_eq!(seq, 3, "direct_append = {direct}");
+        // a drop, which deletes the row, would wait for that lock without limit: it is refused
+        // at once, as for a concurrent append; in a transaction of its own too
+        assert_error(
+            writer.query("SELECT chunked_map.chunked_drop('m')", &[]),
+            "40001",
+            "map \"m\" is locked by a concurrent append",
+        );
+        writer.batch_execute("ROLLBACK").expect("rollback");
+        assert_error(
+            writer.query("SELECT chunked_map.chunked_drop('m')", &[]),
+            "40001",
+            "map \"m\" is locked by a concurrent append",
+        );
         other.batch_execute("ROLLBACK").expect("rollback");
-        writer.batch_execute("COMMIT").expect("commit");
+        let dropped: bool = writer
+            .query_one("SELECT chunked_map.chunked_drop('m')", &[])
+            .expect("the drop once the key-share lock is gone")
+            .get(0);
+        assert!(dropped, "direct_append = {direct}");
     }
 }
