@@ -6,7 +6,9 @@
 # category of CATEGORY_SIZE among 10 categories; get_stream_messages of 1,000 at the end of a
 # stream of STREAM_SIZE; and, as the ceiling of any write here, a transaction of one bare INSERT
 # from 8 clients, message-db's own write with its lock on the stream instead of the category,
-# and message-db's own write with its commits not waiting for the flush. pgbench, ROUNDS runs
+# and message-db's own write with its commits not waiting for the flush; and, as the floor of
+# any storage layout, the write of a store of one row a message (bench/one_row_store.sql) with 1
+# and with 8 writers. pgbench, ROUNDS runs
 # of SECONDS s of each system, interleaved, medians; then the WAL a write leaves, and
 # instructions per write and per message numbered (callgrind). Prints a markdown table and
 # writes it to bench/results/message_db.md once the run is complete.
@@ -26,6 +28,9 @@ stream_size=${4:-100000}
 source bench/side_by_side.sh
 side_by_side_server "/tmp/chunked_map-message-db-bench-$$" 26600 -c max_connections=50 -c shared_buffers=512MB
 base=$SIDE_BY_SIDE_BASE
+# the floor: a store of one row a message, in a database of its own (bench/one_row_store.sql)
+sql postgres -c "CREATE DATABASE one_row"
+sql one_row -f bench/one_row_store.sql >/dev/null
 # message-db's own write_message with its lock taken on the stream instead of the category
 # (message_store.write_message_stream_locked, in the same database): what message-db's write
 # costs when writers of different streams do not wait for each other, as chunked_map's do not
@@ -77,7 +82,7 @@ fill() { # fill DATABASE [STATEMENT]: 10 categories of category_size, one stream
 # (chunked: global positions are given by reads, as consumers of a live store give them: a
 # numbering after each batch of 1,000, so that the index rows it rewrites are vacuumed like the
 # rest, not rewritten all at once after the VACUUM)
-for database in message_db chunked; do
+for database in message_db chunked one_row; do
     log "filling $database: $((category_size * 10)) messages in 10 categories, and a stream of $stream_size"
     start=$(date +%s)
     if [ "$database" = chunked ]; then
@@ -178,6 +183,11 @@ figure "(reference) message-db's own write_message, its lock on the stream inste
 # what the commit's flush costs message-db's serialized writers here (each holds the category's
 # lock until its commit record is flushed): the same writes in a copy of its database whose
 # commits do not wait for the flush (synchronous_commit off), against its own
+# the floor of any storage layout: a store whose write is a stream row's update and one row of
+# the message with two index entries, and the order key (bench/one_row_store.sql), filled as the
+# others, against message-db's writers
+figure "(floor) a store of one row a message, each client its own stream, against message-db's" 1 write.sql one_row write.sql
+figure "(floor) a store of one row a message, 8 streams of one category, against message-db's" 8 write_hot.sql one_row write_hot.sql
 figure "(flush) message-db's own write_message, its commits not waiting for the flush, against message-db's" 8 write_hot.sql message_db_unflushed write_hot.sql
 figure "write_message then 1 ms of work before commit, 8 streams of one category" 8 write_hot_handler.sql
 # (the writes above left messages without a global position: given now, outside the reads' time)
@@ -201,6 +211,7 @@ wal_per_write() { # wal_per_write DATABASE: bytes of WAL per write
 }
 theirs_wal=$(wal_per_write message_db)
 ours_wal=$(wal_per_write chunked)
+floor_wal=$(wal_per_write one_row)
 
 # Instructions per write_message, counted by callgrind (wall-clock time on this machine moves with
 # its neighbours; instructions do not): a single-user backend of the same cluster (stopped for
@@ -275,11 +286,13 @@ per_numbered() {
 }
 theirs=$(per_write message_db)
 ours=$(per_write chunked)
+floor=$(per_write one_row)
 numbered=$(per_numbered)
 {
     echo
     echo "Instructions per autocommit write_message (callgrind, single-user backend, uuid and commit included): message-db $theirs, chunked_map $ours ($(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')×)."
     echo "WAL per autocommit write_message (one client, 5,000 writes to its own stream, after a checkpoint): message-db $theirs_wal bytes, chunked_map $ours_wal bytes ($(awk -v a="$ours_wal" -v b="$theirs_wal" 'BEGIN { printf "%.2f", a / b }')×)."
+    echo "The floor, a store of one row a message (bench/one_row_store.sql): instructions per write $floor ($(awk -v a="$floor" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')× message-db's), WAL per write $floor_wal bytes ($(awk -v a="$floor_wal" -v b="$theirs_wal" 'BEGIN { printf "%.2f", a / b }')×)."
     echo "chunked_map's numbering, per message (a global position given after commit, by a read; message-db gives it in the write): $numbered; write and numbering: $((ours + numbered)) ($(awk -v a="$((ours + numbered))" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')× message-db's write)."
 } | tee -a "$partial"
 mv "$partial" "$results"
