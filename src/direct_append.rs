@@ -249,8 +249,9 @@ fn columns(state: Table, record: Table) -> Option<Columns> {
 /// append's WHERE clause checks, advances the row by an update that does not wait (the row's
 /// lock, as an UPDATE's) and inserts the record; `None` declines, having written nothing. A
 /// row found by its key is locked (never waiting) only when nothing is written and the caller
-/// is told what it must handle under the lock (`NotAsExpected`, `Full`); a remembered version
-/// is this transaction's, so already its own.
+/// is told what it must handle under the lock (`NotAsExpected`, `Full`), or when the update
+/// meets a lock (this transaction's own, most often); a remembered version is this
+/// transaction's, so already its own.
 ///
 /// # Safety
 /// Inside `catching`; the tables open; `snapshot` registered; `slot` made by `state.slot()`.
@@ -334,24 +335,40 @@ unsafe fn advance(
             .checked_add(i64::try_from(request.bytes).ok()?)?;
         let after = next_seq.checked_add(1)?;
         let (after, new_bytes) = (pg_sys::Datum::from(after), pg_sys::Datum::from(new_bytes));
-        let tid = if makes_stream {
-            state.update(
-                slot,
-                [
-                    columns.next_seq,
-                    columns.current_bytes,
-                    columns.message_stream,
-                ],
-                [after, new_bytes, pg_sys::Datum::from(true)],
-                held,
-            )?
-        } else {
-            state.update(
-                slot,
-                [columns.next_seq, columns.current_bytes],
-                [after, new_bytes],
-                held,
-            )?
+        let update = |held: bool| {
+            if makes_stream {
+                state.update(
+                    slot,
+                    [
+                        columns.next_seq,
+                        columns.current_bytes,
+                        columns.message_stream,
+                    ],
+                    [after, new_bytes, pg_sys::Datum::from(true)],
+                    held,
+                )
+            } else {
+                state.update(
+                    slot,
+                    [columns.next_seq, columns.current_bytes],
+                    [after, new_bytes],
+                    held,
+                )
+            }
+        };
+        let tid = match update(held) {
+            Some(tid) => tid,
+            // Not updated, the row found by its key: this transaction may hold it already (a
+            // `SELECT … FOR NO KEY UPDATE` of its own, as `write_message` with an expected
+            // version takes), which the update, not waiting, reports as another's update in
+            // progress. A lock that does not wait tells: it succeeds at once, writing nothing,
+            // where this transaction holds the row as strongly; it also succeeds where
+            // another's lock does not conflict (a key share), as the SQL lock would. Either
+            // way no other transaction can change the row now, and the update passes the lock.
+            None if !held && state.lock((*slot).tts_tid, snapshot, slot) == Locked::It => {
+                update(true)?
+            }
+            None => return None,
         };
         let mut row = [pg_sys::Datum::from(0usize); RECORD_COLUMNS];
         let mut nulls = [false; RECORD_COLUMNS];

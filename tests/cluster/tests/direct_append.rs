@@ -643,3 +643,57 @@ fn a_write_holds_the_map_row_as_an_update_of_its_other_columns_both_ways() {
         assert!(dropped, "direct_append = {direct}");
     }
 }
+
+/// Scans of the maps' state table (by its index or not) in this transaction, as its statistics
+/// show them (counts not yet flushed included).
+fn state_table_scans(client: &mut Client) -> i64 {
+    client
+        .query_one(
+            "SELECT (coalesce(t.seq_scan, 0) + coalesce(t.idx_scan, 0))::bigint
+             FROM pg_catalog.pg_stat_xact_user_tables AS t
+             WHERE t.schemaname = 'chunked_map' AND t.relname = 'map_state'",
+            &[],
+        )
+        .expect("table statistics")
+        .get(0)
+}
+
+#[test]
+fn a_direct_append_passes_a_lock_on_the_map_its_own_transaction_holds() {
+    let cluster = Cluster::start();
+    let mut client = cluster.database("own_lock");
+    client
+        .batch_execute(
+            "SELECT chunked_map.chunked_start('m', 100);
+             SELECT chunked_map.chunked_register('m', '{}');",
+        )
+        .expect("a map");
+    // an append alone in its transaction, then after the transaction locked the map's row
+    // itself (as write_message with an expected version does), as strongly as an append or
+    // more; then with a savepoint that took the lock rolled back, and one that is kept
+    let locks = [
+        "",
+        "SELECT 1 FROM chunked_map.map_state AS s WHERE s.map = 'm' FOR NO KEY UPDATE;",
+        "SELECT 1 FROM chunked_map.map_state AS s WHERE s.map = 'm' FOR UPDATE;",
+        "SAVEPOINT s; SELECT 1 FROM chunked_map.map_state AS s WHERE s.map = 'm' FOR NO KEY UPDATE;
+         ROLLBACK TO SAVEPOINT s;",
+        "SAVEPOINT s; SELECT 1 FROM chunked_map.map_state AS s WHERE s.map = 'm' FOR NO KEY UPDATE;
+         RELEASE SAVEPOINT s;",
+    ];
+    let mut scans = Vec::new();
+    for lock in locks {
+        client
+            .batch_execute(&format!("BEGIN; {lock}"))
+            .expect("begin");
+        let before = state_table_scans(&mut client);
+        let seq: i64 = client
+            .query_one("SELECT chunked_map.chunked_register('m', '{\"v\": 1}')", &[])
+            .expect("append")
+            .get(0);
+        scans.push((seq, state_table_scans(&mut client) - before));
+        client.batch_execute("COMMIT").expect("commit");
+    }
+    // each found by one probe of the map's key and updated there: the lock is not taken again
+    // by SQL (a statement that reads the table again)
+    assert_eq!(scans, [(2, 1), (3, 1), (4, 1), (5, 1), (6, 1)]);
+}
