@@ -687,7 +687,10 @@ fn a_direct_append_passes_a_lock_on_the_map_its_own_transaction_holds() {
             .expect("begin");
         let before = state_table_scans(&mut client);
         let seq: i64 = client
-            .query_one("SELECT chunked_map.chunked_register('m', '{\"v\": 1}')", &[])
+            .query_one(
+                "SELECT chunked_map.chunked_register('m', '{\"v\": 1}')",
+                &[],
+            )
             .expect("append")
             .get(0);
         scans.push((seq, state_table_scans(&mut client) - before));
