@@ -20,6 +20,7 @@ SELECT seq, payload, at IS NOT NULL AS has_time, id FROM chunked_map.chunked_rea
 SET ROLE message_store;
 SELECT write_message('00000000-0000-4000-8000-000000000013', 'account-5', 'Opened', '{}');
 SELECT stream_name, position FROM get_category_messages('account', 8);
+SELECT stream_version('account-5'), stream_version('account-1');
 SELECT chunked_map.chunked_read('account-5', 0, 10);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT count(*) FROM message_store.message_index;
@@ -41,6 +42,9 @@ SELECT chunked_map.chunked_order_key();
 SELECT chunked_map.chunked_try_numbering_lock();
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT chunked_map.chunked_next_transaction_id();
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- (nor what the store's functions read as the owner: a stream's version from its map's state)
+SELECT message_store.newest_position('account-5');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 RESET ROLE;
 REVOKE USAGE ON SCHEMA chunked_map, message_store FROM message_store_probe;
@@ -257,6 +261,8 @@ SELECT message_store.write_message('00000000-0000-4000-8000-000000000023', 'plai
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 RESET chunked_map.direct_append;
 SELECT seq, payload FROM chunked_map.chunked_read('plain-1', 0, 10);
+-- nor has it a version (message-db's stream with no message has none)
+SELECT message_store.stream_version('plain-1') IS NULL AS plain_map_has_no_version;
 
 -- a stream takes no other append: not chunked_map's appends, one record or a batch, with an id
 -- or without, directly or by SQL; it is left as it was
@@ -295,7 +301,9 @@ SELECT chunked_map.chunked_info('kept-1') -> 'message_stream' AS stream_1,
 SELECT chunked_map.chunked_start('empty-1');
 SELECT chunked_map.chunked_start('empty-2');
 SELECT chunked_map.chunked_start('empty-3');
+SELECT message_store.stream_version('empty-1') IS NULL AS started_map_has_no_version;
 SELECT message_store.write_message('00000000-0000-4000-8000-000000000027', 'empty-1', 'Opened', '{}');
+SELECT message_store.stream_version('empty-1') AS version_after_its_first_message;
 SET chunked_map.direct_append = off;
 SELECT message_store.write_message('00000000-0000-4000-8000-000000000028', 'empty-2', 'Opened', '{}');
 RESET chunked_map.direct_append;
