@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # chunked_map_message_store side by side with message-db 1.3 (from npm, tests/message_db) on one
 # throw-away cluster, in the same run: write_message with 1 writer and with 8 writers on 8
-# streams of one category (message-db serializes them), autocommit and in a transaction that
+# streams of one category (message-db serializes them), with 1 writer that reads its stream's
+# version and writes with it as the expected version, autocommit and in a transaction that
 # goes on 1 ms after the write (a handler's own work); get_category_messages of 1,000 from a
 # category of CATEGORY_SIZE among 10 categories; get_stream_messages of 1,000 at the end of a
 # stream of STREAM_SIZE; and, as the ceiling of any write here, a transaction of one bare INSERT
@@ -10,7 +11,8 @@
 # any storage layout, the write of a store of one row a message (bench/one_row_store.sql) with 1
 # and with 8 writers. pgbench, ROUNDS runs
 # of SECONDS s of each system, interleaved, medians; then the WAL a write leaves, and
-# instructions per write and per message numbered (callgrind). Prints a markdown table and
+# instructions per write (with and without an expected version) and per message numbered
+# (callgrind). Prints a markdown table and
 # writes it to bench/results/message_db.md once the run is complete.
 # Usage: bench/message_db.sh [ROUNDS] [SECONDS] [CATEGORY_SIZE] [STREAM_SIZE]
 #        (default 3 rounds of 5 s, a category of 100000 (the issue's 1000000 takes ~10 times as
@@ -105,6 +107,12 @@ echo "SELECT message_store.write_message(gen_random_uuid()::varchar, 'hot-' || :
 echo "SELECT message_store.write_message_stream_locked(gen_random_uuid()::varchar, 'hot-' || :client_id, 'Written', '{\"n\": 1}');" >"$scripts_dir/write_hot_stream_locked.sql"
 echo "INSERT INTO public.bare_insert VALUES (gen_random_uuid(), 'hot-' || :client_id, '{\"n\": 1}');" >"$scripts_dir/bare_insert.sql"
 sql postgres -c "CREATE TABLE public.bare_insert (id uuid, stream_name text, data jsonb)"
+# a writer that knows its stream's version: the version read, then the write with it as the
+# expected version (two statements, each its own transaction, as a client that reads an entity
+# before it writes its event; a stream not yet written has version NULL, -1 here)
+printf '%s\n' "SELECT coalesce(message_store.stream_version('known-' || :client_id), -1) AS version \\gset" \
+    "SELECT message_store.write_message(gen_random_uuid()::varchar, 'known-' || :client_id, 'Written', '{\"n\": 1}', NULL, :version);" \
+    >"$scripts_dir/write_expected.sql"
 # a handler's transaction: the write, then 1 ms of the application's own work before the commit
 printf '%s\n' "BEGIN;" \
     "SELECT message_store.write_message(gen_random_uuid()::varchar, 'hot-' || :client_id, 'Written', '{\"n\": 1}');" \
@@ -173,6 +181,7 @@ figure() { # figure LABEL CLIENTS SCRIPT [DATABASE SCRIPT]: message-db's SCRIPT 
 }
 figure "write_message, each client its own stream" 1 write.sql
 figure "write_message, 8 streams of one category" 8 write_hot.sql
+figure "stream_version, then write_message with it as the expected version, each client its own stream" 1 write_expected.sql
 # what any write can do on this machine: a transaction of one INSERT of one row into a table
 # with no index, from 8 clients, against message-db's 8 writers of one category (the message
 # store's writes do that and more: an append, an index row, the order key)
@@ -226,17 +235,30 @@ if is_root; then chown postgres: "$counted"; fi
 # message-db's functions call each other unqualified: its search_path given here, to both alike
 single_user=("$PGBIN/postgres" --single -c search_path=message_store,public -D "$base/data")
 instructions() { # instructions DATABASE N: callgrind's total for N writes
-    local database=$1 n=$2 input=$counted/$1-$2.sql
+    local database=$1 n=$2
     for _ in $(seq "$n"); do
         echo "SELECT message_store.write_message(gen_random_uuid()::varchar, 'counted-1', 'Written', '{\"n\": 1}');"
-    done >"$input"
+    done >"$counted/$1-$2.sql"
+    counted_total "$database" "$1-$2"
+}
+# the same, each write with the stream's version as its expected version (the version of the
+# stream before the N writes given): as clients write an entity's events, after reading it
+instructions_expected() { # instructions_expected DATABASE VERSION N
+    local database=$1 version=$2 n=$3 i
+    for i in $(seq "$n"); do
+        echo "SELECT message_store.write_message(gen_random_uuid()::varchar, 'counted_expected-1', 'Written', '{\"n\": 1}', NULL, $((version + i - 1)));"
+    done >"$counted/$1-expected-$3.sql"
+    counted_total "$database" "$1-expected-$3"
+}
+counted_total() { # counted_total DATABASE NAME: callgrind's total for the statements in NAME.sql
+    local database=$1 input=$counted/$2.sql
     chmod a+r "$input"
     # (a single-user backend goes on after an error and exits 0: its output is looked at)
-    as_server_owner valgrind --tool=callgrind --callgrind-out-file="$counted/$1-$2.out" \
-        "${single_user[@]}" "$database" <"$input" >"$counted/$1-$2.log" 2>&1
-    ! grep -q -E '(ERROR|FATAL|PANIC):' "$counted/$1-$2.log" ||
-        fail "the writes counted in $database failed: $(grep -m 1 -E '(ERROR|FATAL|PANIC):' "$counted/$1-$2.log")"
-    summary "$counted/$1-$2.out"
+    as_server_owner valgrind --tool=callgrind --callgrind-out-file="$counted/$2.out" \
+        "${single_user[@]}" "$database" <"$input" >"$counted/$2.log" 2>&1
+    ! grep -q -E '(ERROR|FATAL|PANIC):' "$counted/$2.log" ||
+        fail "the writes counted in $database failed: $(grep -m 1 -E '(ERROR|FATAL|PANIC):' "$counted/$2.log")"
+    summary "$counted/$2.out"
 }
 summary() { # summary CALLGRIND_OUT: its total of instructions
     local total
@@ -257,6 +279,15 @@ per_write() { # per_write DATABASE (the stream started before either count)
     # (every write counted is in the stream: positions 0 to 400)
     version=$(stream_version "$1" counted-1)
     [ "$version" = 400 ] || fail "the writes counted in $1 are not all in the stream: its version is '$version', not 400"
+    echo $(((high - low) / 200))
+}
+per_write_expected() { # per_write_expected DATABASE: as per_write, each write with its expected version
+    local low high version
+    instructions_expected "$1" -1 1 >/dev/null
+    low=$(instructions_expected "$1" 0 100)
+    high=$(instructions_expected "$1" 100 300)
+    version=$(stream_version "$1" counted_expected-1)
+    [ "$version" = 400 ] || fail "the writes counted in $1 with an expected version are not all in the stream: its version is '$version', not 400"
     echo $(((high - low) / 200))
 }
 # chunked_map gives a message its global position after the write, in the numbering a category
@@ -287,10 +318,13 @@ per_numbered() {
 theirs=$(per_write message_db)
 ours=$(per_write chunked)
 floor=$(per_write one_row)
+theirs_expected=$(per_write_expected message_db)
+ours_expected=$(per_write_expected chunked)
 numbered=$(per_numbered)
 {
     echo
     echo "Instructions per autocommit write_message (callgrind, single-user backend, uuid and commit included): message-db $theirs, chunked_map $ours ($(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')×)."
+    echo "The same, each write with its expected version (the stream's version): message-db $theirs_expected, chunked_map $ours_expected ($(awk -v a="$ours_expected" -v b="$theirs_expected" 'BEGIN { printf "%.2f", a / b }')×)."
     echo "WAL per autocommit write_message (one client, 5,000 writes to its own stream, after a checkpoint): message-db $theirs_wal bytes, chunked_map $ours_wal bytes ($(awk -v a="$ours_wal" -v b="$theirs_wal" 'BEGIN { printf "%.2f", a / b }')×)."
     echo "The floor, a store of one row a message (bench/one_row_store.sql): instructions per write $floor ($(awk -v a="$floor" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')× message-db's), WAL per write $floor_wal bytes ($(awk -v a="$floor_wal" -v b="$theirs_wal" 'BEGIN { printf "%.2f", a / b }')×)."
     echo "chunked_map's numbering, per message (a global position given after commit, by a read; message-db gives it in the write): $numbered; write and numbering: $((ours + numbered)) ($(awk -v a="$((ours + numbered))" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')× message-db's write)."
