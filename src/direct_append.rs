@@ -1,5 +1,6 @@
-//! One record written directly: the map's state row advanced by an update that does not wait
-//! (the update is the row's lock, as an UPDATE's is) and the record inserted through PostgreSQL's table and index access methods
+//! One record written directly: the map's state row locked without waiting (as `FOR NO KEY
+//! UPDATE SKIP LOCKED` locks it), then advanced by an update, and the record inserted through
+//! PostgreSQL's table and index access methods
 //! (`pg::heap`), with no statement planned or run. One of the two ways a record is written
 //! (`append` says which is taken); the other, the SQL write (`statements::writes::write_record`),
 //! is the reference it is compared against (the differential test).
@@ -245,13 +246,11 @@ fn columns(state: Table, record: Table) -> Option<Columns> {
     })
 }
 
-/// Finds the state row (by its remembered address, or by the map's key), checks what the SQL
-/// append's WHERE clause checks, advances the row by an update that does not wait (the row's
-/// lock, as an UPDATE's) and inserts the record; `None` declines, having written nothing. A
-/// row found by its key is locked (never waiting) only when nothing is written and the caller
-/// is told what it must handle under the lock (`NotAsExpected`, `Full`), or when the update
-/// meets a lock (this transaction's own, most often); a remembered version is this
-/// transaction's, so already its own.
+/// Finds the state row (by its remembered address, or by the map's key, then locks it, never
+/// waiting), checks what the SQL append's WHERE clause checks, advances the row by an update
+/// and inserts the record; `None` declines, having written nothing (a row found by its key may
+/// be locked by then: the lock the SQL path takes next). What the caller handles under the
+/// lock (`NotAsExpected`, `Full`) is reported with the row held.
 ///
 /// # Safety
 /// Inside `catching`; the tables open; `snapshot` registered; `slot` made by `state.slot()`.
@@ -268,26 +267,29 @@ unsafe fn advance(
     // the slot, whose buffer stays pinned until the slot is dropped.
     unsafe {
         let map = pg_sys::Datum::from(raw::cstring_to_text_with_len(request.map, request.map_len));
-        // the version the snapshot sees, and whether this transaction holds the row already
-        let held = match request.at {
+        // the version the snapshot sees, held by this transaction
+        match request.at {
             // a version this transaction wrote (so holds the lock on), if it is still the one
             // the snapshot sees
             Some(tid) => {
                 if !state.fetch(tid, snapshot, slot) {
                     return None;
                 }
-                true
             }
+            // found by its key, then locked as `FOR NO KEY UPDATE SKIP LOCKED` locks it: at once,
+            // writing nothing, where this transaction holds it already (its own `SELECT … FOR
+            // NO KEY UPDATE`, as `write_message` with an expected version takes); where another
+            // does (but for a key share, which the update does not conflict with), or changed
+            // it after the snapshot, not at all: the append takes the lock by SQL. (Not the
+            // update alone, not waiting: heap_update must never meet another's lock unless it
+            // waits for it, which PostgreSQL asserts.)
             None => {
                 state.find(pg_sys::Oid::from(pg_sys::F_TEXTEQ), map, snapshot, slot)?;
-                false
+                if state.lock((*slot).tts_tid, snapshot, slot) != Locked::It {
+                    return None;
+                }
             }
-        };
-        // what the caller handles under the lock: the row as read is the map's newest only if
-        // it can be locked as it is
-        let under_lock = |outcome: Outcome| {
-            (held || state.lock((*slot).tts_tid, snapshot, slot) == Locked::It).then_some(outcome)
-        };
+        }
         let mut values = [pg_sys::Datum::from(0usize); MAX_STATE_COLUMNS];
         let mut nulls = [true; MAX_STATE_COLUMNS];
         state.read(slot, &mut values, &mut nulls);
@@ -322,53 +324,35 @@ unsafe fn advance(
         };
         if let Some(expected) = request.expected_last_seq {
             if expected != next_seq - 1 {
-                return under_lock(Outcome::NotAsExpected {
+                return Some(Outcome::NotAsExpected {
                     actual: next_seq - 1,
                 });
             }
         }
         if !chunk.fits(request.bytes, request.limit) {
-            return under_lock(Outcome::Full);
+            return Some(Outcome::Full);
         }
         let new_bytes = chunk
             .bytes
             .checked_add(i64::try_from(request.bytes).ok()?)?;
         let after = next_seq.checked_add(1)?;
         let (after, new_bytes) = (pg_sys::Datum::from(after), pg_sys::Datum::from(new_bytes));
-        let update = |held: bool| {
-            if makes_stream {
-                state.update(
-                    slot,
-                    [
-                        columns.next_seq,
-                        columns.current_bytes,
-                        columns.message_stream,
-                    ],
-                    [after, new_bytes, pg_sys::Datum::from(true)],
-                    held,
-                )
-            } else {
-                state.update(
-                    slot,
-                    [columns.next_seq, columns.current_bytes],
-                    [after, new_bytes],
-                    held,
-                )
-            }
-        };
-        let tid = match update(held) {
-            Some(tid) => tid,
-            // Not updated, the row found by its key: this transaction may hold it already (a
-            // `SELECT … FOR NO KEY UPDATE` of its own, as `write_message` with an expected
-            // version takes), which the update, not waiting, reports as another's update in
-            // progress. A lock that does not wait tells: it succeeds at once, writing nothing,
-            // where this transaction holds the row as strongly; it also succeeds where
-            // another's lock does not conflict (a key share), as the SQL lock would. Either
-            // way no other transaction can change the row now, and the update passes the lock.
-            None if !held && state.lock((*slot).tts_tid, snapshot, slot) == Locked::It => {
-                update(true)?
-            }
-            None => return None,
+        let tid = if makes_stream {
+            state.update(
+                slot,
+                [
+                    columns.next_seq,
+                    columns.current_bytes,
+                    columns.message_stream,
+                ],
+                [after, new_bytes, pg_sys::Datum::from(true)],
+            )?
+        } else {
+            state.update(
+                slot,
+                [columns.next_seq, columns.current_bytes],
+                [after, new_bytes],
+            )?
         };
         let mut row = [pg_sys::Datum::from(0usize); RECORD_COLUMNS];
         let mut nulls = [false; RECORD_COLUMNS];

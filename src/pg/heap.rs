@@ -401,28 +401,23 @@ impl Table {
     }
 
     /// Replaces `columns` (numbers) of the row version in `slot` by `values` (none NULL), as an
-    /// UPDATE does, but never waiting for another transaction: `None`, having written nothing,
-    /// when another holds the row (an update, a delete or a lock of it in progress) or changed
-    /// it since `slot` was read (its update or delete committed). Otherwise the new version's
-    /// address; the update is the row's lock, held to the end of the transaction, as an
-    /// UPDATE's is. Index entries are made only when the new version is not heap-only (HOT), as
-    /// the executor makes them.
-    ///
-    /// `held`: this transaction holds the row already (it wrote or locked this version), so no
-    /// other can change it. heap_update then waits, as an UPDATE does, which here is only to
-    /// pass over this transaction's own lock (not waiting, it would report its own lock as
-    /// another's update in progress).
+    /// UPDATE does: the new version's address. The row is this transaction's already (it locked
+    /// or wrote this version), so no other transaction can change it: heap_update waits, as an
+    /// UPDATE does, which here only passes over this transaction's own lock (it is never called
+    /// not waiting: PostgreSQL asserts that such an update never meets a lock, and reports this
+    /// transaction's own as another's update in progress). `None`, having written nothing, only
+    /// where heap_update says the row changed all the same. Index entries are made only when
+    /// the new version is not heap-only (HOT), as the executor makes them.
     ///
     /// # Safety
     /// Inside `catching`; `slot` holds a version of this table's row that the statement's
-    /// snapshot sees (read through it, or written by this transaction before the last
-    /// `CommandCounterIncrement`); `values` of the columns' types.
+    /// snapshot sees and this transaction holds (locked through [`Table::lock`], or written by
+    /// it before the last `CommandCounterIncrement`); `values` of the columns' types.
     pub unsafe fn update<const N: usize>(
         self,
         slot: *mut pg_sys::TupleTableSlot,
         columns: [c_int; N],
         values: [pg_sys::Datum; N],
-        held: bool,
     ) -> Option<pg_sys::ItemPointerData> {
         // SAFETY: the old version is one the snapshot sees, so heap_update finds it neither
         // invisible nor changed by this command (its one ERROR outcome besides a broken page);
@@ -443,7 +438,7 @@ impl Table {
                 nulls.as_ptr().cast_mut(),
             );
             let mut otid = (*old).t_self;
-            let needs_entries = heap_update_row(self.relation, &mut otid, new, held)?;
+            let needs_entries = heap_update_row(self.relation, &mut otid, new)?;
             if needs_entries {
                 self.index(new, true);
             }
@@ -540,17 +535,15 @@ pub unsafe fn drop_slot(slot: *mut pg_sys::TupleTableSlot) {
     unsafe { raw::ExecDropSingleTupleTableSlot(slot) }
 }
 
-/// `heap_update` as the executor calls it (`table_tuple_update` with the command's id and no
-/// crosscheck snapshot), waiting only for a row `held` by this transaction (see
-/// `Table::update`): whether the new version needs index entries, `None` when the update did
-/// not happen (`TM_BeingModified`, `TM_Updated`, `TM_Deleted`; heap_update returns those having
-/// written nothing).
+/// `heap_update` as the executor calls it (`table_tuple_update` with the command's id, no
+/// crosscheck snapshot, waiting), on a row this transaction holds (see `Table::update`): whether
+/// the new version needs index entries, `None` when the update did not happen (heap_update
+/// returns `TM_SelfModified`, `TM_Updated` or `TM_Deleted` having written nothing).
 #[cfg(feature = "pg15")]
 unsafe fn heap_update_row(
     relation: pg_sys::Relation,
     otid: &mut pg_sys::ItemPointerData,
     new: pg_sys::HeapTuple,
-    held: bool,
 ) -> Option<bool> {
     // SAFETY: as `Table::update` says; PostgreSQL 15 reports a heap-only tuple in its header.
     unsafe {
@@ -562,7 +555,7 @@ unsafe fn heap_update_row(
             new,
             raw::GetCurrentCommandId(true),
             std::ptr::null_mut(),
-            held,
+            true,
             &mut failure,
             &mut lock_mode,
         );
@@ -571,17 +564,15 @@ unsafe fn heap_update_row(
     }
 }
 
-/// `heap_update` as the executor calls it (`table_tuple_update` with the command's id and no
-/// crosscheck snapshot), waiting only for a row `held` by this transaction (see
-/// `Table::update`): whether the new version needs index entries, `None` when the update did
-/// not happen (`TM_BeingModified`, `TM_Updated`, `TM_Deleted`; heap_update returns those having
-/// written nothing).
+/// `heap_update` as the executor calls it (`table_tuple_update` with the command's id, no
+/// crosscheck snapshot, waiting), on a row this transaction holds (see `Table::update`): whether
+/// the new version needs index entries, `None` when the update did not happen (heap_update
+/// returns `TM_SelfModified`, `TM_Updated` or `TM_Deleted` having written nothing).
 #[cfg(not(feature = "pg15"))]
 unsafe fn heap_update_row(
     relation: pg_sys::Relation,
     otid: &mut pg_sys::ItemPointerData,
     new: pg_sys::HeapTuple,
-    held: bool,
 ) -> Option<bool> {
     // SAFETY: as `Table::update` says. The table's one index is a btree, never summarizing, so
     // TU_Summarizing does not occur; TU_All asks for its entry.
@@ -595,7 +586,7 @@ unsafe fn heap_update_row(
             new,
             raw::GetCurrentCommandId(true),
             std::ptr::null_mut(),
-            held,
+            true,
             &mut failure,
             &mut lock_mode,
             &mut update_indexes,
