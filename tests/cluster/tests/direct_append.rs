@@ -701,4 +701,24 @@ fn a_direct_append_passes_a_lock_on_the_map_its_own_transaction_holds() {
     // each found by one probe of the map's key and updated there: the lock is not taken again
     // by SQL (a statement that reads the table again)
     assert_eq!(scans, [(2, 1), (3, 1), (4, 1), (5, 1), (6, 1)]);
+    // another session's key share (a foreign key's check) does not conflict with the append's
+    // lock: written directly too, the other's lock kept
+    let mut other = cluster.connect("own_lock");
+    other
+        .batch_execute(
+            "BEGIN; SELECT 1 FROM chunked_map.map_state AS s WHERE s.map = 'm' FOR KEY SHARE;",
+        )
+        .expect("a key share");
+    client.batch_execute("BEGIN").expect("begin");
+    let before = state_table_scans(&mut client);
+    let seq: i64 = client
+        .query_one(
+            "SELECT chunked_map.chunked_register('m', '{\"v\": 1}')",
+            &[],
+        )
+        .expect("append")
+        .get(0);
+    assert_eq!((seq, state_table_scans(&mut client) - before), (7, 1));
+    client.batch_execute("COMMIT").expect("commit");
+    other.batch_execute("COMMIT").expect("commit");
 }
