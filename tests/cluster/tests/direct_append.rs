@@ -258,13 +258,18 @@ fn one_random_workload_answers_the_same_and_leaves_the_same_pages_through_both_a
 /// statistics of this transaction show: once per statement that writes them, none for a direct
 /// append.
 fn trigger_calls(client: &mut Client) -> i64 {
+    statistic(
+        client,
+        "SELECT coalesce(sum(calls), 0)::bigint FROM pg_catalog.pg_stat_xact_user_functions
+         WHERE funcname = 'chunked_forbid_rewrite'",
+    )
+}
+
+/// The one number a query of this transaction's statistics answers.
+fn statistic(client: &mut Client, query: &str) -> i64 {
     client
-        .query_one(
-            "SELECT coalesce(sum(calls), 0)::bigint FROM pg_catalog.pg_stat_xact_user_functions
-             WHERE funcname = 'chunked_forbid_rewrite'",
-            &[],
-        )
-        .expect("function statistics")
+        .query_one(query, &[])
+        .unwrap_or_else(|error| panic!("{query}: {error}"))
         .get(0)
 }
 
@@ -649,15 +654,12 @@ fn a_write_holds_the_map_row_as_an_update_of_its_other_columns_both_ways() {
 /// Scans of the maps' state table (by its index or not) in this transaction, as its statistics
 /// show them (counts not yet flushed included).
 fn state_table_scans(client: &mut Client) -> i64 {
-    client
-        .query_one(
-            "SELECT (coalesce(t.seq_scan, 0) + coalesce(t.idx_scan, 0))::bigint
-             FROM pg_catalog.pg_stat_xact_user_tables AS t
-             WHERE t.schemaname = 'chunked_map' AND t.relname = 'map_state'",
-            &[],
-        )
-        .expect("table statistics")
-        .get(0)
+    statistic(
+        client,
+        "SELECT (coalesce(t.seq_scan, 0) + coalesce(t.idx_scan, 0))::bigint
+         FROM pg_catalog.pg_stat_xact_user_tables AS t
+         WHERE t.schemaname = 'chunked_map' AND t.relname = 'map_state'",
+    )
 }
 
 #[test]
