@@ -114,9 +114,20 @@ CREATE INDEX messages_unnumbered ON message_store.message_index (writer, write_o
 
 -- The last global position given, one row written by the first numbering and moved by each
 -- under its lock (dumped with the messages; made empty, so that a restore brings its own row).
+-- And where the messages waiting for a position start in messages_unnumbered: no message waiting
+-- now, or written later, has a key below unnumbered_from. A numbering leaves the entries of the
+-- messages it numbered in that index until a vacuum removes them, at the start of the index,
+-- where every read looks first whether anything waits: started at unnumbered_from, a look
+-- passes none of them (from the start, it passed every one numbered since the last vacuum: 78
+-- pages and 0.4 ms after 20,000 messages). The bound holds for this server's transaction ids
+-- only: it is used while the server that wrote it (server_started) runs; after a restart, or
+-- in a copy restored elsewhere, whose transaction ids may be below it, a read looks from the
+-- start until the next numbering writes the bound again.
 CREATE TABLE message_store.numbering_state (
-    one                  boolean NOT NULL DEFAULT true PRIMARY KEY CHECK (one),
-    last_global_position bigint  NOT NULL
+    one                  boolean     NOT NULL DEFAULT true PRIMARY KEY CHECK (one),
+    last_global_position bigint      NOT NULL,
+    unnumbered_from      xid8        NOT NULL,
+    server_started       timestamptz NOT NULL
 );
 
 SELECT pg_catalog.pg_extension_config_dump('message_store.message_index', '');
@@ -373,6 +384,8 @@ SET enable_mergejoin = on
 AS $$
 DECLARE
     _numbered bigint;
+    _from xid8;
+    _last_key xid8;
     _next bigint;
     _horizon bigint;
     _ranked bigint;
@@ -386,9 +399,12 @@ BEGIN
     END IF;
     -- (nothing to number: no lock, no transaction id)
     -- (the least key, not EXISTS: the planner then takes the index of unnumbered messages even
-    -- where the statistics say every message is)
+    -- where the statistics say every message is; from the bound, see numbering_state)
     IF (SELECT pg_catalog.min(i.writer) FROM message_store.message_index AS i
-        WHERE i.global_position IS NULL) IS NULL THEN
+        WHERE i.global_position IS NULL
+          AND i.writer >= coalesce((SELECT n.unnumbered_from FROM message_store.numbering_state AS n
+                                    WHERE n.server_started = pg_catalog.pg_postmaster_start_time()),
+                                   '0'::xid8)) IS NULL THEN
         RETURN 0;
     END IF;
     IF NOT chunked_map.chunked_try_numbering_lock() THEN
@@ -398,11 +414,15 @@ BEGIN
     -- is then past the key of every write that ended before, so all of them can be numbered
     -- (without it, a key equal to the next id could still be given to a later write).
     PERFORM pg_catalog.pg_current_xact_id();
-    SELECT n.last_global_position INTO _numbered FROM message_store.numbering_state AS n;
+    SELECT n.last_global_position,
+           CASE WHEN n.server_started = pg_catalog.pg_postmaster_start_time() THEN n.unnumbered_from END
+    INTO _numbered, _from
+    FROM message_store.numbering_state AS n;
     IF NOT FOUND THEN
         -- the first numbering (or the row was deleted): from what the messages have
         _numbered := coalesce((SELECT pg_catalog.max(i.global_position) FROM message_store.message_index AS i), 0);
     END IF;
+    _from := coalesce(_from, '0'::xid8);
     -- first the next id, then the writers: a writer that marks itself after this has a key at or
     -- above it
     _next := chunked_map.chunked_next_transaction_id();
@@ -456,11 +476,11 @@ BEGIN
     PERFORM pg_catalog.set_config('enable_hashjoin', 'off', true);
     PERFORM pg_catalog.set_config('enable_mergejoin', 'off', true);
     WITH ranked AS MATERIALIZED (
-        SELECT f.row,
+        SELECT f.row, f.writer,
                _numbered + pg_catalog.row_number() OVER (ORDER BY f.writer, f.write_order) AS global_position
         FROM (SELECT i.ctid AS row, i.writer, i.write_order
               FROM message_store.message_index AS i
-              WHERE i.global_position IS NULL AND i.writer < _horizon::text::xid8
+              WHERE i.global_position IS NULL AND i.writer >= _from AND i.writer < _horizon::text::xid8
               ORDER BY i.writer, i.write_order
               LIMIT 10000) AS f
     ), numbered AS (
@@ -469,8 +489,9 @@ BEGIN
         WHERE i.ctid = r.row
         RETURNING 1
     )
-    SELECT (SELECT pg_catalog.count(*) FROM ranked), (SELECT pg_catalog.count(*) FROM numbered)
-    INTO _ranked, _count;
+    SELECT (SELECT pg_catalog.count(*) FROM ranked), (SELECT pg_catalog.count(*) FROM numbered),
+           (SELECT pg_catalog.max(r.writer) FROM ranked AS r)
+    INTO _ranked, _count, _last_key;
     IF _count <> _ranked THEN
         RAISE EXCEPTION USING
             ERRCODE = 'serialization_failure',
@@ -478,8 +499,17 @@ BEGIN
             HINT = 'The transaction might succeed if retried.';
     END IF;
     IF _count > 0 THEN
-        INSERT INTO message_store.numbering_state AS n (last_global_position) VALUES (_numbered + _count)
-        ON CONFLICT (one) DO UPDATE SET last_global_position = excluded.last_global_position;
+        -- the new bound: every message below the horizon was numbered, or (10,000 numbered)
+        -- those left have keys at or above the last one numbered; and a bound, once true, stays
+        -- true (no message can later get a key below a horizon)
+        INSERT INTO message_store.numbering_state AS n
+            (last_global_position, unnumbered_from, server_started)
+        VALUES (_numbered + _count,
+                GREATEST(_from, CASE WHEN _count < 10000 THEN _horizon::text::xid8 ELSE _last_key END),
+                pg_catalog.pg_postmaster_start_time())
+        ON CONFLICT (one) DO UPDATE SET last_global_position = excluded.last_global_position,
+                                        unnumbered_from = excluded.unnumbered_from,
+                                        server_started = excluded.server_started;
     END IF;
     RETURN _count;
 END;
@@ -551,11 +581,21 @@ $$;
 
 -- Messages of a stream from a position, at most batch_size (-1: all), in position order: as
 -- message-db's (position >= the one asked, LIMIT batch_size: below -1 is PostgreSQL's 2201W), of
--- the messages the stream still holds. One chunked_read of the stream's records.
+-- the messages the stream still holds. The stream's records read by chunked_read, 10,000 at a
+-- time, each slice joined with the same slice of the stream's index.
+-- One plan for every call (generic): planned again at each call, as PostgreSQL did for the
+-- positions' sake, the statement cost a read of a few messages 0.12 ms of its 0.24. Its shape
+-- cannot depend on the batch's size, which it does not know: so each slice of records is
+-- joined with its own slice of the index, never with the whole batch's range (a generic plan
+-- that hashed the whole range once a slice read a stream of 100,000 in 0.55 s, 0.24 s this
+-- way). No JIT: estimating a thousand slices of a thousand records, a generic plan compiled
+-- itself for 135 ms to read a thousand messages.
 CREATE FUNCTION message_store.stream_batch(stream_name varchar, "position" bigint, batch_size bigint)
 RETURNS SETOF message_store.message
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
 AS $$
 DECLARE
     _first bigint;
@@ -582,8 +622,8 @@ BEGIN
                                                 LEAST(10000, _last - s.start + 1)::integer) AS r
     JOIN message_store.message_index AS i
       ON i.stream_name = stream_batch.stream_name AND i.position = r.seq - 1
-    -- (the batch's range of the stream's index, not every message of the stream)
-    WHERE i.position BETWEEN _first AND _last
+    -- (the slice's range of the stream's index: chunked_read's records after s.start)
+    WHERE i.position >= s.start AND i.position < s.start + 10000 AND i.position <= _last
     ORDER BY i.position;
 END;
 $$;
