@@ -584,7 +584,7 @@ $$;
 -- the messages the stream still holds. The stream's records read by chunked_read, 10,000 at a
 -- time, each slice joined with the same slice of the stream's index.
 -- One plan for every call (generic): planned again at each call, as PostgreSQL did for the
--- positions' sake, the statement cost a read of a few messages 0.12 ms of its 0.24. Its shape
+-- positions' sake, a read of a few messages took 0.35 ms (pgbench), 0.23 with one plan. Its shape
 -- cannot depend on the batch's size, which it does not know: so each slice of records is
 -- joined with its own slice of the index, never with the whole batch's range (a generic plan
 -- that hashed the whole range once a slice read a stream of 100,000 in 0.55 s, 0.24 s this
