@@ -122,7 +122,10 @@ CREATE INDEX messages_unnumbered ON message_store.message_index (writer, write_o
 -- pages and 0.4 ms after 20,000 messages). The bound holds for this server's transaction ids
 -- only: it is used while the server that wrote it (server_started) runs; after a restart, or
 -- in a copy restored elsewhere, whose transaction ids may be below it, a read looks from the
--- start until the next numbering writes the bound again.
+-- start until the next numbering writes the bound again. And it is never above the writing
+-- numbering's own transaction id + 1: the server's recovery from a crash (the same server
+-- start) gives again the ids given since the last one whose WAL reached the disk, and that
+-- numbering's commit record, which holds the bound, did.
 CREATE TABLE message_store.numbering_state (
     one                  boolean     NOT NULL DEFAULT true PRIMARY KEY CHECK (one),
     last_global_position bigint      NOT NULL,
@@ -500,12 +503,14 @@ BEGIN
     END IF;
     IF _count > 0 THEN
         -- the new bound: every message below the horizon was numbered, or (10,000 numbered)
-        -- those left have keys at or above the last one numbered; and a bound, once true, stays
-        -- true (no message can later get a key below a horizon)
+        -- those left have keys at or above the last one numbered; not above this transaction's
+        -- id + 1 (ids given after it can be given again after a crash, see numbering_state); and
+        -- a bound, once true, stays true (no message can later get a key below a horizon)
         INSERT INTO message_store.numbering_state AS n
             (last_global_position, unnumbered_from, server_started)
         VALUES (_numbered + _count,
-                GREATEST(_from, CASE WHEN _count < 10000 THEN _horizon::text::xid8 ELSE _last_key END),
+                GREATEST(_from, LEAST(CASE WHEN _count < 10000 THEN _horizon::text::xid8 ELSE _last_key END,
+                                      (pg_catalog.pg_current_xact_id()::text::bigint + 1)::text::xid8)),
                 pg_catalog.pg_postmaster_start_time())
         ON CONFLICT (one) DO UPDATE SET last_global_position = excluded.last_global_position,
                                         unnumbered_from = excluded.unnumbered_from,
@@ -582,24 +587,31 @@ $$;
 -- Messages of a stream from a position, at most batch_size (-1: all), in position order: as
 -- message-db's (position >= the one asked, LIMIT batch_size: below -1 is PostgreSQL's 2201W), of
 -- the messages the stream still holds. The stream's records read by chunked_read, 10,000 at a
--- time, each slice joined with the same slice of the stream's index.
+-- time (its most), each slice joined with the same slice of the stream's index by a statement
+-- of its own, returned in order.
 -- One plan for every call (generic): planned again at each call, as PostgreSQL did for the
--- positions' sake, a read of a few messages took 0.35 ms (pgbench), 0.23 with one plan. Its shape
--- cannot depend on the batch's size, which it does not know: so each slice of records is
--- joined with its own slice of the index, never with the whole batch's range (a generic plan
--- that hashed the whole range once a slice read a stream of 100,000 in 0.55 s, 0.24 s this
--- way). No JIT: estimating a thousand slices of a thousand records, a generic plan compiled
--- itself for 135 ms to read a thousand messages.
+-- positions' sake, a read of a few messages took 0.35 ms (pgbench), 0.23 with one plan. A
+-- generic plan does not know how many records and index rows a slice holds, and so must not
+-- depend on it: one statement a slice, no loop of slices in the plan for it to put a join inside
+-- (a generic plan of all slices at once hashed the batch's range once a slice, 0.55 s for a
+-- stream of 100,000 where this takes 0.24; another, estimating one index row, called
+-- chunked_read once an index row); no nested loop (a plan that probed the records once an index
+-- row would read a slice's 10,000 records 10,000 times): a hash or a merge join, each in time
+-- proportional to the slice. No JIT: estimating a thousand records, a generic plan compiled
+-- itself for 135 ms to read a thousand messages. (The settings hold for chunked_read's own
+-- statements too, in the call: its nested loops are lateral, chosen either way.)
 CREATE FUNCTION message_store.stream_batch(stream_name varchar, "position" bigint, batch_size bigint)
 RETURNS SETOF message_store.message
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
+SET enable_nestloop = off
 SET jit = off
 AS $$
 DECLARE
     _first bigint;
     _last bigint;
+    _end bigint;
 BEGIN
     IF stream_batch.batch_size < -1 THEN
         PERFORM 1 LIMIT stream_batch.batch_size;
@@ -613,18 +625,20 @@ BEGIN
     IF stream_batch.batch_size <> -1 AND stream_batch.batch_size <= _last - _first THEN
         _last := _first + stream_batch.batch_size - 1;
     END IF;
-    RETURN QUERY
-    SELECT i.id::varchar, i.stream_name::varchar, i.type::varchar, i.position, i.global_position,
-           (r.payload -> 'data')::varchar, (r.payload -> 'metadata')::varchar,
-           (r.at AT TIME ZONE 'UTC')::timestamp
-    FROM pg_catalog.generate_series(_first, _last, 10000) AS s(start)
-    CROSS JOIN LATERAL chunked_map.chunked_read(stream_batch.stream_name, s.start,
-                                                LEAST(10000, _last - s.start + 1)::integer) AS r
-    JOIN message_store.message_index AS i
-      ON i.stream_name = stream_batch.stream_name AND i.position = r.seq - 1
-    -- (the slice's range of the stream's index: chunked_read's records after s.start)
-    WHERE i.position >= s.start AND i.position < s.start + 10000 AND i.position <= _last
-    ORDER BY i.position;
+    WHILE _first <= _last LOOP
+        _end := LEAST(_first + 9999, _last);
+        -- (chunked_read's records after _first, up to _end, and the same range of the index)
+        RETURN QUERY
+        SELECT i.id::varchar, i.stream_name::varchar, i.type::varchar, i.position, i.global_position,
+               (r.payload -> 'data')::varchar, (r.payload -> 'metadata')::varchar,
+               (r.at AT TIME ZONE 'UTC')::timestamp
+        FROM chunked_map.chunked_read(stream_batch.stream_name, _first, (_end - _first + 1)::integer) AS r
+        JOIN message_store.message_index AS i
+          ON i.stream_name = stream_batch.stream_name AND i.position = r.seq - 1
+        WHERE i.position BETWEEN _first AND _end
+        ORDER BY i.position;
+        _first := _end + 1;
+    END LOOP;
 END;
 $$;
 
@@ -671,8 +685,8 @@ $$;
 
 -- The newest message of a stream (of a type), or none: the stream's index from its end, and the
 -- message's record read as a category batch reads it (record_at). One statement whose plan is
--- cached: where it read through stream_batch, whose plan is made again for every call (its
--- row counts depend on the positions), it cost 1.2 million instructions a call.
+-- cached: where it read through stream_batch, whose plan was then made again for every call
+-- (its row counts depend on the positions), it cost 1.2 million instructions a call.
 CREATE FUNCTION message_store.last_message(stream_name varchar, type varchar)
 RETURNS SETOF message_store.message
 LANGUAGE plpgsql STABLE SECURITY DEFINER

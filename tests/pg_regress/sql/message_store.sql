@@ -407,10 +407,12 @@ SELECT pg_catalog.pg_stat_get_xact_blocks_fetched('message_store.messages_unnumb
        AS from_the_bound_three_pages_at_most,
        pg_catalog.pg_stat_get_xact_blocks_fetched('message_store.messages_unnumbered'::regclass) AS pages_before \gset
 SELECT :'from_the_bound_three_pages_at_most' AS from_the_bound_three_pages_at_most;
-SELECT count(*) AS waiting FROM message_store.message_index AS i WHERE i.global_position IS NULL;
+-- (the same look from the start: with the bound not trusted, as another server's; rolled back)
+UPDATE message_store.numbering_state SET server_started = server_started - interval '1 day';
+SELECT message_store.number_messages() AS nothing_waits;
 SELECT pg_catalog.pg_stat_get_xact_blocks_fetched('message_store.messages_unnumbered'::regclass) - :pages_before >= 20
        AS from_the_start_twenty_pages_at_least;
-COMMIT;
+ROLLBACK;
 ALTER TABLE message_store.message_index RESET (autovacuum_enabled);
 -- a category batch walks its category's index in global position order, in a generic plan (the
 -- one a function's statement ends up with: its position is a parameter) as in a custom one,
@@ -444,10 +446,12 @@ SELECT 'condition' AS batch, * FROM pg_temp.category_index_use('position >= 0');
 RESET message_store.sql_condition;
 
 -- a stream batch reads the stream's records 10,000 at a time and joins each slice with the same
--- slice of the stream's index, in the one plan it keeps for every call: the index entries it
--- reads are the batch's, whatever its size, at most two a message (a message numbered since the
--- last vacuum has two: its row before the numbering and after); a plan that joined each slice
--- with the batch's whole range would read them once a slice, 3 times here
+-- slice of the stream's index, in a statement of its own whose one plan serves every call: each
+-- slice's records are read once (chunked_read's calls, counted as track_functions counts them),
+-- and the index entries it reads are the batch's, whatever its size: at most two a message (a
+-- message numbered since the last vacuum has two, its row before the numbering and after). (A
+-- plan of all the slices at once that joined each slice with the batch's whole range read those
+-- entries once a slice, 3 times here; another called chunked_read once an index entry.)
 SELECT count(message_store.write_message(gen_random_uuid()::varchar, 'sliced-1', 'Piled',
                                          pg_catalog.jsonb_build_object('n', g)))
 FROM generate_series(1, 25000) AS g;
@@ -457,11 +461,13 @@ SELECT message_store.number_messages() AS numbered_first, message_store.number_m
        message_store.number_messages() AS numbered_last, message_store.number_messages() AS numbered_after;
 CREATE FUNCTION pg_temp.stream_index_use("position" bigint, batch_size bigint)
 RETURNS TABLE (messages bigint, first_position bigint, last_position bigint, in_order boolean,
-               two_index_entries_a_message_at_most boolean)
+               chunked_reads bigint, two_index_entries_a_message_at_most boolean)
 LANGUAGE plpgsql AS $$
 DECLARE
     _index constant pg_catalog.regclass := 'message_store.messages_stream';
+    _read constant pg_catalog.regprocedure := 'chunked_map.chunked_read(text, bigint, integer)';
     _entries bigint := pg_catalog.pg_stat_get_xact_tuples_returned(_index);
+    _reads bigint := coalesce(pg_catalog.pg_stat_get_xact_function_calls(_read), 0);
 BEGIN
     SELECT count(*), min(m.position), max(m.position),
            pg_catalog.bool_and(m.position = m.first + m.n - 1)
@@ -470,11 +476,13 @@ BEGIN
                  pg_catalog.first_value(b.position) OVER () AS first
           FROM message_store.get_stream_messages('sliced-1', stream_index_use.position,
                                                  stream_index_use.batch_size) AS b) AS m;
+    chunked_reads := coalesce(pg_catalog.pg_stat_get_xact_function_calls(_read), 0) - _reads;
     two_index_entries_a_message_at_most :=
         pg_catalog.pg_stat_get_xact_tuples_returned(_index) - _entries <= 2 * messages;
     RETURN NEXT;
 END;
 $$;
+SET track_functions = 'all';
 SELECT 'whole stream' AS batch, * FROM pg_temp.stream_index_use(0, -1);
 SELECT 'from a position' AS batch, * FROM pg_temp.stream_index_use(5, -1);
 SELECT 'two slices' AS batch, * FROM pg_temp.stream_index_use(5, 20000);
@@ -483,15 +491,14 @@ SELECT 'past the end' AS batch, * FROM pg_temp.stream_index_use(24990, 1000);
 -- (and where the planner hashes the index's entries, with a work_mem they do not fit in: a hash
 -- of the batch's whole range, in batches, would be built again for each slice, and its entries
 -- read each time; one that fits is kept from slice to slice. In a plan made again for the test.)
-SET enable_nestloop = off;
 SET enable_mergejoin = off;
 SET work_mem = '64kB';
 DISCARD PLANS;
 SELECT 'whole stream, hashed in batches' AS batch, * FROM pg_temp.stream_index_use(0, -1);
 SELECT 'from a position, hashed in batches' AS batch, * FROM pg_temp.stream_index_use(5, -1);
-RESET enable_nestloop;
 RESET enable_mergejoin;
 RESET work_mem;
+RESET track_functions;
 DISCARD PLANS;
 
 -- after a restore into another cluster, messages that had no position keep keys from the old
@@ -535,6 +542,23 @@ FROM message_store.get_category_messages('restored') ORDER BY global_position;
 UPDATE message_store.numbering_state SET unnumbered_from = '0';
 SELECT stream_name AS with_the_bound_moved
 FROM message_store.get_category_messages('restored') ORDER BY global_position;
+-- the bound is never above the numbering's own transaction id + 1 (ids given after it can be
+-- given again after a crash, where its commit, holding the bound, reached the disk): here the
+-- reader's transaction took its id, then two subtransactions of it took theirs, then it numbered
+SELECT message_store.write_message('00000000-0000-4000-8004-000000000015', 'restored-15', 'Opened', '{}');
+BEGIN;
+SELECT pg_catalog.pg_current_xact_id() AS reader_id \gset
+SAVEPOINT first_id;
+CREATE TEMPORARY TABLE ids_taken (n integer);
+RELEASE SAVEPOINT first_id;
+SAVEPOINT second_id;
+INSERT INTO ids_taken VALUES (1);
+RELEASE SAVEPOINT second_id;
+SELECT count(*) AS numbered FROM message_store.get_category_messages('restored');
+SELECT n.unnumbered_from = (:'reader_id'::text::bigint + 1)::text::xid8 AS bound_at_the_readers_id_and_one,
+       chunked_map.chunked_next_transaction_id() > :'reader_id'::text::bigint + 2 AS ids_given_since
+FROM message_store.numbering_state AS n;
+COMMIT;
 -- clients that read messages by global position alone number first themselves (the view numbers
 -- nothing): the numbering is granted to message-db's clients' role
 SELECT message_store.write_message('00000000-0000-4000-8004-000000000003', 'restored-3', 'Opened', '{}');
