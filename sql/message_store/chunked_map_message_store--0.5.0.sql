@@ -618,12 +618,15 @@ DECLARE
     _first bigint;
     _last bigint;
     _end bigint;
+    _current bigint;
 BEGIN
     IF stream_batch.batch_size < -1 THEN
         PERFORM 1 LIMIT stream_batch.batch_size;
     END IF;
     -- from the position asked, or the oldest the map holds (none for a dropped map)
-    SELECT GREATEST(stream_batch.position, s.oldest_seq - 1, 0), s.next_seq - 2 INTO _first, _last
+    -- (and where the current chunk starts: a slice after it reads no archived chunk)
+    SELECT GREATEST(stream_batch.position, s.oldest_seq - 1, 0), s.next_seq - 2, s.current_first_seq
+    INTO _first, _last, _current
     FROM chunked_map.map_state AS s WHERE s.map = stream_batch.stream_name;
     IF NOT FOUND THEN
         RETURN;
@@ -633,8 +636,9 @@ BEGIN
     END IF;
     WHILE _first <= _last LOOP
         _end := LEAST(_first + 9999, _last);
-        -- (the archived chunks from the one holding the slice's first record on, and the
-        -- current chunk: a record is in one of them in any snapshot; then the index's range)
+        -- (the archived chunks from the newest one starting at or before the slice's first
+        -- record, unless that record is in the current chunk, and the current chunk: a record
+        -- is in one of them in any snapshot; then the index's range)
         RETURN QUERY
         SELECT i.id::varchar, i.stream_name::varchar, i.type::varchar, i.position, i.global_position,
                (r.payload -> 'data')::varchar, (r.payload -> 'metadata')::varchar,
@@ -642,7 +646,8 @@ BEGIN
         FROM (SELECT a.first_seq + p.i - 2 AS position, p.payload, p.at
               FROM chunked_map.archived_chunk AS a
               CROSS JOIN LATERAL unnest(a.payloads, a.ats) WITH ORDINALITY AS p(payload, at, i)
-              WHERE a.map = stream_batch.stream_name
+              WHERE _first + 1 < _current
+                AND a.map = stream_batch.stream_name
                 AND a.first_seq >= coalesce(
                         (SELECT b.first_seq FROM chunked_map.archived_chunk AS b
                          WHERE b.map = stream_batch.stream_name AND b.first_seq <= _first + 1

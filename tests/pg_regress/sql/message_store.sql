@@ -226,6 +226,11 @@ SET record = (SELECT c.ctid FROM chunked_map.current_record AS c WHERE c.map = '
 WHERE stream_name = 'short-0';
 SELECT position, (data::jsonb ->> 'n')::int AS n
 FROM message_store.get_category_messages('short', 1, -1) ORDER BY position;
+-- (a stream batch reads those chunks as they are, across each end, from any position)
+SELECT position, (data::jsonb ->> 'n')::int AS n FROM message_store.get_stream_messages('short-0', 0, 5);
+SELECT position, (data::jsonb ->> 'n')::int AS n FROM message_store.get_stream_messages('short-0', 5, 5);
+SELECT count(*) AS messages, count(*) FILTER (WHERE (data::jsonb ->> 'n')::int = position) AS own_data
+FROM message_store.get_stream_messages('short-0', 0, -1);
 -- and with no address at all (an append by SQL gives none)
 UPDATE message_store.message_index SET record = NULL WHERE stream_name = 'short-0';
 SELECT count(*) AS messages, count(*) FILTER (WHERE (data::jsonb ->> 'n')::int = position) AS own_data
@@ -462,7 +467,7 @@ SELECT message_store.number_messages() AS numbered_first, message_store.number_m
        message_store.number_messages() AS numbered_last, message_store.number_messages() AS numbered_after;
 CREATE FUNCTION pg_temp.stream_index_use("position" bigint, batch_size bigint)
 RETURNS TABLE (messages bigint, first_position bigint, last_position bigint, in_order boolean,
-               archive_index_scans bigint, two_index_entries_a_message_at_most boolean)
+               own_data boolean, archive_index_scans bigint, two_index_entries_a_message_at_most boolean)
 LANGUAGE plpgsql AS $$
 DECLARE
     _index constant pg_catalog.regclass := 'message_store.messages_stream';
@@ -471,9 +476,10 @@ DECLARE
     _scans bigint := pg_catalog.pg_stat_get_xact_numscans(_chunks);
 BEGIN
     SELECT count(*), min(m.position), max(m.position),
-           pg_catalog.bool_and(m.position = m.first + m.n - 1)
-    INTO messages, first_position, last_position, in_order
-    FROM (SELECT b.position, pg_catalog.row_number() OVER () AS n,
+           pg_catalog.bool_and(m.position = m.first + m.n - 1),
+           pg_catalog.bool_and((m.data::jsonb ->> 'n')::bigint = m.position + 1)
+    INTO messages, first_position, last_position, in_order, own_data
+    FROM (SELECT b.position, b.data, pg_catalog.row_number() OVER () AS n,
                  pg_catalog.first_value(b.position) OVER () AS first
           FROM message_store.get_stream_messages('sliced-1', stream_index_use.position,
                                                  stream_index_use.batch_size) AS b) AS m;
@@ -499,6 +505,11 @@ SELECT 'from a position, hashed in batches' AS batch, * FROM pg_temp.stream_inde
 RESET enable_mergejoin;
 RESET work_mem;
 DISCARD PLANS;
+-- (a trim that leaves archived chunks: a batch from the start reads from the oldest kept record,
+-- its own data, into the next chunks)
+SELECT chunked_map.chunked_trim('sliced-1', 5001);
+SELECT 'trimmed, from the start' AS batch, * FROM pg_temp.stream_index_use(0, 250);
+SELECT position, (data::jsonb ->> 'n')::int AS n FROM message_store.get_stream_messages('sliced-1', 0, 2);
 
 -- after a restore into another cluster, messages that had no position keep keys from the old
 -- cluster's transaction ids (here: as ids far ahead of this cluster's leave them) and are not
