@@ -388,6 +388,7 @@ AS $$
 DECLARE
     _numbered bigint;
     _from xid8;
+    _waiting xid8;
     _last_key xid8;
     _next bigint;
     _horizon bigint;
@@ -400,14 +401,19 @@ BEGIN
        OR pg_catalog.current_setting('transaction_read_only') = 'on' THEN
         RETURN 0;
     END IF;
-    -- (nothing to number: no lock, no transaction id)
-    -- (the least key, not EXISTS: the planner then takes the index of unnumbered messages even
-    -- where the statistics say every message is; from the bound, see numbering_state)
-    IF (SELECT pg_catalog.min(i.writer) FROM message_store.message_index AS i
-        WHERE i.global_position IS NULL
-          AND i.writer >= coalesce((SELECT n.unnumbered_from FROM message_store.numbering_state AS n
-                                    WHERE n.server_started = pg_catalog.pg_postmaster_start_time()),
-                                   '0'::xid8)) IS NULL THEN
+    -- The bound below which no message waits (see numbering_state: this server's, else none),
+    -- and the least key waiting from it. Nothing waits: no lock, no transaction id. (The least
+    -- key, not EXISTS: the planner then takes the index of unnumbered messages even where the
+    -- statistics say every message is.) The bound serves the numbering below too: a bound, once
+    -- true, stays true, and one a numbering moved meanwhile is only higher.
+    SELECT b.bound,
+           (SELECT pg_catalog.min(i.writer) FROM message_store.message_index AS i
+            WHERE i.global_position IS NULL AND i.writer >= b.bound)
+    INTO _from, _waiting
+    FROM (SELECT coalesce((SELECT n.unnumbered_from FROM message_store.numbering_state AS n
+                           WHERE n.server_started = pg_catalog.pg_postmaster_start_time()),
+                          '0'::xid8) AS bound) AS b;
+    IF _waiting IS NULL THEN
         RETURN 0;
     END IF;
     IF NOT chunked_map.chunked_try_numbering_lock() THEN
@@ -417,15 +423,11 @@ BEGIN
     -- is then past the key of every write that ended before, so all of them can be numbered
     -- (without it, a key equal to the next id could still be given to a later write).
     PERFORM pg_catalog.pg_current_xact_id();
-    SELECT n.last_global_position,
-           CASE WHEN n.server_started = pg_catalog.pg_postmaster_start_time() THEN n.unnumbered_from END
-    INTO _numbered, _from
-    FROM message_store.numbering_state AS n;
+    SELECT n.last_global_position INTO _numbered FROM message_store.numbering_state AS n;
     IF NOT FOUND THEN
         -- the first numbering (or the row was deleted): from what the messages have
         _numbered := coalesce((SELECT pg_catalog.max(i.global_position) FROM message_store.message_index AS i), 0);
     END IF;
-    _from := coalesce(_from, '0'::xid8);
     -- first the next id, then the writers: a writer that marks itself after this has a key at or
     -- above it
     _next := chunked_map.chunked_next_transaction_id();

@@ -43,8 +43,17 @@ SELECT chunked_map.chunked_try_numbering_lock();
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT chunked_map.chunked_next_transaction_id();
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
--- (nor what the store's functions read as the owner: a stream's version from its map's state)
+-- (nor what the store's functions read as the owner: a stream's version from its map's state,
+-- a stream's batch, the numbering and its state; so a read, which numbers first, is refused too)
 SELECT message_store.newest_position('account-5');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM message_store.stream_batch('account-5', 0, 10);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT message_store.number_messages();
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM message_store.numbering_state;
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM message_store.get_stream_messages('account-5');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 RESET ROLE;
 REVOKE USAGE ON SCHEMA chunked_map, message_store FROM message_store_probe;
