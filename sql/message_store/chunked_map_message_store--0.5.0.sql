@@ -227,14 +227,15 @@ $$;
 -- defaults do not fit in a catalog row uncompressed, PostgreSQL compresses the defaults too once
 -- the source is, and every call that leaves arguments out then decompresses them (6,400
 -- instructions a write; the regression tests message_store and message_store_defaults_under_lz4
--- check that they are stored as they are). The row is 1,729 bytes of 2,032 with pglz
--- (default_toast_compression's default), 1,886 with lz4, which compresses the source less: a
+-- check that they are stored as they are). The row is 1,732 bytes of 2,032 with pglz
+-- (default_toast_compression's default), 1,895 with lz4, which compresses the source less: a
 -- dozen lines more of body tip it over.
 -- (1) The expected version, first, as message-db compares it (before anything of the message
 --     is looked at; a stream named NULL has version -1 there). In a read-only transaction, or
 --     for a NULL name, nothing is started or locked: the version as it is. Otherwise the stream
---     is started by its first message (writers of the stream wait for its start), then locked,
---     then its version read: the position of its newest record.
+--     is locked and its version read (the position of its newest record), in one statement;
+--     where it does not exist, it is started by its first message (writers of the stream wait
+--     for its start), then locked and read.
 -- (2) Then, in message-db's order: the id's form (message-db casts it before its insert), the
 --     refusal in a read-only transaction or on a standby (its insert's, before any value is
 --     looked at), and the values its table requires (in the order of its columns).
@@ -281,11 +282,13 @@ BEGIN
             FROM chunked_map.map_state AS s WHERE s.map = write_message.stream_name;
             _next_seq := coalesce(_next_seq, 1);
         ELSE
-            IF NOT EXISTS (SELECT 1 FROM chunked_map.map_state AS s WHERE s.map = write_message.stream_name) THEN
-                PERFORM chunked_map.chunked_start(write_message.stream_name);
-            END IF;
-            SELECT s.next_seq INTO STRICT _next_seq
+            SELECT s.next_seq INTO _next_seq
             FROM chunked_map.map_state AS s WHERE s.map = write_message.stream_name FOR NO KEY UPDATE;
+            IF NOT FOUND THEN
+                PERFORM chunked_map.chunked_start(write_message.stream_name);
+                SELECT s.next_seq INTO STRICT _next_seq
+                FROM chunked_map.map_state AS s WHERE s.map = write_message.stream_name FOR NO KEY UPDATE;
+            END IF;
         END IF;
         IF write_message.expected_version <> _next_seq - 2 THEN
             RAISE EXCEPTION

@@ -338,6 +338,27 @@ SELECT position, type FROM message_store.get_stream_messages('direct-1');
 SELECT message_store.stream_version('direct-1');
 SELECT chunked_map.chunked_info('direct-1') -> 'message_stream' AS stream;
 
+-- a write with an expected version reads the stream's state once, locking it as it reads its
+-- version, and its append finds the lock its own; a write without one reads it in its append
+-- only. Each the first write of its transaction (a later one's append finds the state row at the
+-- address the first left), counted as the transaction's statistics show scans of
+-- chunked_map.map_state
+CREATE TEMP VIEW state_scans AS
+SELECT coalesce(t.seq_scan, 0) + coalesce(t.idx_scan, 0) AS n
+FROM pg_catalog.pg_stat_xact_user_tables AS t
+WHERE t.schemaname = 'chunked_map' AND t.relname = 'map_state';
+BEGIN;
+SELECT n AS scans_before FROM pg_temp.state_scans \gset
+SELECT message_store.write_message('00000000-0000-4000-8003-000000000001', 'direct-1', 'Deposited', '{}', NULL, 1) AS position;
+SELECT n - :scans_before AS state_scans_with_a_version FROM pg_temp.state_scans;
+ROLLBACK;
+BEGIN;
+SELECT n AS scans_before FROM pg_temp.state_scans \gset
+SELECT message_store.write_message('00000000-0000-4000-8003-000000000002', 'direct-1', 'Deposited', '{}') AS position;
+SELECT n - :scans_before AS state_scans_without_a_version FROM pg_temp.state_scans;
+ROLLBACK;
+DROP VIEW pg_temp.state_scans;
+
 -- the last message of a type whose record a trim removed: none (not a newer one of another type)
 SELECT message_store.write_message('00000000-0000-4000-8002-000000000000', 'tail-1', 'Opened', '{}');
 DO $$
