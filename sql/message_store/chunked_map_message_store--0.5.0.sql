@@ -235,7 +235,9 @@ $$;
 --     for a NULL name, nothing is started or locked: the version as it is. Otherwise the stream
 --     is locked and its version read (the position of its newest record), in one statement;
 --     where it does not exist, it is started by its first message (writers of the stream wait
---     for its start), then locked and read.
+--     for its start), then locked and read. A stream not there is version -1, also where a drop
+--     committed between its start and that read (READ COMMITTED: another transaction started
+--     it, then a drop waited for by the read removed it).
 -- (2) Then, in message-db's order: the id's form (message-db casts it before its insert), the
 --     refusal in a read-only transaction or on a standby (its insert's, before any value is
 --     looked at), and the values its table requires (in the order of its columns).
@@ -264,8 +266,9 @@ CREATE FUNCTION message_store.write_message(
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
--- writers of one stream wait for each other, as message-db's writers of a category do (up to
--- PostgreSQL's own lock_timeout), also for the stream's start
+-- writers of one stream wait for each other, as message-db's writers of a category do, also for
+-- the stream's start: as long as the lock is held (statement_timeout bounds it; PostgreSQL's
+-- lock_timeout only the versioned write's wait on a stream that is there, its row lock)
 SET chunked_map.lock_timeout = 2147483647
 AS $$
 DECLARE
@@ -280,16 +283,16 @@ BEGIN
         IF _read_only OR write_message.stream_name IS NULL THEN
             SELECT s.next_seq INTO _next_seq
             FROM chunked_map.map_state AS s WHERE s.map = write_message.stream_name;
-            _next_seq := coalesce(_next_seq, 1);
         ELSE
             SELECT s.next_seq INTO _next_seq
             FROM chunked_map.map_state AS s WHERE s.map = write_message.stream_name FOR NO KEY UPDATE;
             IF NOT FOUND THEN
                 PERFORM chunked_map.chunked_start(write_message.stream_name);
-                SELECT s.next_seq INTO STRICT _next_seq
+                SELECT s.next_seq INTO _next_seq
                 FROM chunked_map.map_state AS s WHERE s.map = write_message.stream_name FOR NO KEY UPDATE;
             END IF;
         END IF;
+        _next_seq := coalesce(_next_seq, 1);
         IF write_message.expected_version <> _next_seq - 2 THEN
             RAISE EXCEPTION
                 'Wrong expected version: % (Stream: %, Stream Version: %)',
