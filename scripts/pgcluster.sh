@@ -34,7 +34,9 @@ restart)
     ;;
 stop)
     mode=${3:-fast}
-    as_server_owner "$PGBIN/pg_ctl" -D "$dir/data" -m "$mode" -w -t 60 stop >/dev/null
+    # (up to 5 min: after an immediate stop's SIGKILL a child of a busy server once took 55 s
+    # to go, and pg_ctl's 60 s ran out a moment before the server was down)
+    as_server_owner "$PGBIN/pg_ctl" -D "$dir/data" -m "$mode" -w -t 300 stop >/dev/null
     ;;
 *)
     echo "unknown command $command" >&2
