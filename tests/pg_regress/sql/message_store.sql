@@ -35,6 +35,11 @@ GRANT USAGE ON SCHEMA chunked_map, message_store TO message_store_probe;
 SET ROLE message_store_probe;
 SELECT message_store.refuse_missing_value('id');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- (write_message itself, with an expected version and without, before it starts or locks anything)
+SELECT message_store.write_message('00000000-0000-4000-8009-000000000001', 'probe-1', 'Opened', '{}', NULL, -1);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT message_store.write_message('00000000-0000-4000-8009-000000000002', 'account-5', 'Opened', '{}');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT chunked_map.chunked_register_with_id('account-5', '{}', 'x');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT chunked_map.chunked_order_key();
@@ -56,6 +61,7 @@ SELECT count(*) FROM message_store.numbering_state;
 SELECT count(*) FROM message_store.get_stream_messages('account-5');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 RESET ROLE;
+SELECT count(*) AS probe_streams_started FROM chunked_map.map_state WHERE map = 'probe-1';
 REVOKE USAGE ON SCHEMA chunked_map, message_store FROM message_store_probe;
 DROP ROLE message_store_probe;
 -- the owner's append with a kept id starts a map it finds absent and answers where it wrote the
