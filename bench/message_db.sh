@@ -106,6 +106,8 @@ echo "SELECT message_store.write_message(gen_random_uuid()::varchar, 'one-' || :
 echo "SELECT message_store.write_message(gen_random_uuid()::varchar, 'hot-' || :client_id, 'Written', '{\"n\": 1}');" >"$scripts_dir/write_hot.sql"
 echo "SELECT message_store.write_message_stream_locked(gen_random_uuid()::varchar, 'hot-' || :client_id, 'Written', '{\"n\": 1}');" >"$scripts_dir/write_hot_stream_locked.sql"
 echo "INSERT INTO public.bare_insert VALUES (gen_random_uuid(), 'hot-' || :client_id, '{\"n\": 1}');" >"$scripts_dir/bare_insert.sql"
+# (the payload message_store.message_payload makes of the writes' type and data)
+echo "SELECT chunked_map.chunked_register_with_id('append-' || :client_id, '{\"data\": {\"n\": 1}, \"type\": \"Written\"}', gen_random_uuid()::text);" >"$scripts_dir/append_alone.sql"
 sql postgres -c "CREATE TABLE public.bare_insert (id uuid, stream_name text, data jsonb)"
 # a writer that knows its stream's version: the version read, then the write with it as the
 # expected version (two statements, each its own transaction, as a client that reads an entity
@@ -189,14 +191,20 @@ figure "(ceiling) a bare one-row INSERT, no index, no message store, against mes
 # what message-db's own write does when its writers of different streams stop waiting for each
 # other (its lock on the stream instead of the category), against the same write serialized
 figure "(reference) message-db's own write_message, its lock on the stream instead of the category, against message-db's" 8 write_hot.sql message_db write_hot_stream_locked.sql
+# the floor of a store written in PL/pgSQL, as write_message is: a write that updates a stream
+# row and inserts one row of the message with two index entries, and the order key
+# (bench/one_row_store.sql), filled as the others, against message-db's writers
+figure "(floor) a store of one row a message, each client its own stream, against message-db's" 1 write.sql one_row write.sql
+figure "(floor) a store of one row a message, 8 streams of one category, against message-db's" 8 write_hot.sql one_row write_hot.sql
+# what no write_message on chunked_map's storage can beat, however written (in C or otherwise):
+# the append of each message's record alone (chunked_register_with_id, as write_message calls
+# it, through the direct write), with no index row, no order key and no PL/pgSQL, into streams of
+# its own, against message-db's writers
+figure "(the append alone) chunked_map's append of the message's record, no index row, no PL/pgSQL, each client its own stream, against message-db's" 1 write.sql chunked append_alone.sql
+figure "(the append alone) the same, 8 streams, against message-db's 8 writers of one category" 8 write_hot.sql chunked append_alone.sql
 # what the commit's flush costs message-db's serialized writers here (each holds the category's
 # lock until its commit record is flushed): the same writes in a copy of its database whose
 # commits do not wait for the flush (synchronous_commit off), against its own
-# the floor of any storage layout: a store whose write is a stream row's update and one row of
-# the message with two index entries, and the order key (bench/one_row_store.sql), filled as the
-# others, against message-db's writers
-figure "(floor) a store of one row a message, each client its own stream, against message-db's" 1 write.sql one_row write.sql
-figure "(floor) a store of one row a message, 8 streams of one category, against message-db's" 8 write_hot.sql one_row write_hot.sql
 figure "(flush) message-db's own write_message, its commits not waiting for the flush, against message-db's" 8 write_hot.sql message_db_unflushed write_hot.sql
 figure "write_message then 1 ms of work before commit, 8 streams of one category" 8 write_hot_handler.sql
 # (the writes above left messages without a global position: given now, outside the reads' time)
