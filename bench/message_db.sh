@@ -7,9 +7,10 @@
 # category of CATEGORY_SIZE among 10 categories; get_stream_messages of 1,000 at the end of a
 # stream of STREAM_SIZE; and, as the ceiling of any write here, a transaction of one bare INSERT
 # from 8 clients, message-db's own write with its lock on the stream instead of the category,
-# and message-db's own write with its commits not waiting for the flush; and, as the floor of
-# any storage layout, the write of a store of one row a message (bench/one_row_store.sql) with 1
-# and with 8 writers. pgbench, ROUNDS runs
+# and message-db's own write with its commits not waiting for the flush; the write of a store of
+# one row a message written in PL/pgSQL as write_message is (bench/one_row_store.sql), and the
+# append of a message's record alone (what no write_message on chunked_map's storage can beat),
+# each with 1 and with 8 writers. pgbench, ROUNDS runs
 # of SECONDS s of each system, interleaved, medians; then the WAL a write leaves, and
 # instructions per write (with and without an expected version) and per message numbered
 # (callgrind). Prints a markdown table and
