@@ -1,5 +1,6 @@
 //! Settings (GUCs) of the extension.
 
+use std::cell::Cell;
 use std::ffi::{CStr, CString};
 
 use pgrx::pg_sys;
@@ -93,9 +94,34 @@ pub fn direct_append() -> bool {
     DIRECT_APPEND.get()
 }
 
-/// `None` means never wait.
+/// `None` means never wait. Inside [`waiting_as_long_as_held`], as long as `i32::MAX` ms.
 pub fn lock_timeout_ms() -> Option<i32> {
+    if WAITING_AS_LONG_AS_HELD.with(Cell::get) {
+        return Some(i32::MAX);
+    }
     Some(LOCK_TIMEOUT_MS.get()).filter(|ms| *ms > 0)
+}
+
+thread_local! {
+    /// Whether the appends under way wait for a map's lock as long as it is held, whatever
+    /// `chunked_map.lock_timeout` says (see [`waiting_as_long_as_held`]).
+    static WAITING_AS_LONG_AS_HELD: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` with every wait for a map's lock (or its name's) lasting as long as the lock is held
+/// (`statement_timeout` and a cancel still end it), as `SET chunked_map.lock_timeout =
+/// 2147483647` on a function would, without the setting's cost on every call: the message
+/// store's write, whose writers of one stream wait for each other as message-db's writers of a
+/// category do. Restored when `f` returns or unwinds (every failure unwinds, `pg::boundary`).
+pub fn waiting_as_long_as_held<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            WAITING_AS_LONG_AS_HELD.with(|waiting| waiting.set(self.0));
+        }
+    }
+    let _restore = Restore(WAITING_AS_LONG_AS_HELD.with(|waiting| waiting.replace(true)));
+    f()
 }
 
 /// Runs `f` with PostgreSQL's setting `name` set to `value`, restored afterwards (an error

@@ -535,3 +535,85 @@ impl<'fcx> Payload<'fcx> {
         self.bytes
     }
 }
+
+/// A member's value in an object [`object`] builds: a string, JSON `null`, or a jsonb value as it
+/// is.
+#[derive(Clone, Copy)]
+pub enum Member<'a, 'mcx> {
+    String(&'a str),
+    Null,
+    Value(Jsonb<'mcx>),
+}
+
+/// The jsonb object of `members`, in the current memory context: the same value, byte for byte,
+/// as `jsonb_build_object` makes of the same keys and values (PostgreSQL's own builder, as that
+/// function uses it: `pushJsonbValue`, a jsonb value pushed whole, then `JsonbValueToJsonb`,
+/// which sorts the keys as jsonb keeps them). Every member's key is distinct.
+///
+/// # Safety
+/// The current memory context outlives every use of the result; every `Member::Value` is valid.
+pub unsafe fn object(members: &[(&str, Member<'_, '_>)]) -> pg_sys::Datum {
+    // SAFETY: the caller's; each string pushed is read by pushJsonbValue (which copies nothing
+    // but keeps pointers until JsonbValueToJsonb has copied every value into the result), and
+    // lives until this function returns; a jsonb value is detoasted (a copy in the current
+    // context where it is not already plain) before its container is read.
+    unsafe {
+        let mut state: *mut pg_sys::JsonbParseState = std::ptr::null_mut();
+        crate::pg::raw::pushJsonbValue(
+            &mut state,
+            pg_sys::JsonbIteratorToken::WJB_BEGIN_OBJECT,
+            std::ptr::null_mut(),
+        );
+        for (key, value) in members {
+            let mut key = string_value(key);
+            crate::pg::raw::pushJsonbValue(
+                &mut state,
+                pg_sys::JsonbIteratorToken::WJB_KEY,
+                &mut key,
+            );
+            let mut value = match value {
+                Member::String(text) => string_value(text),
+                Member::Null => pg_sys::JsonbValue {
+                    type_: pg_sys::jbvType::jbvNull,
+                    val: std::mem::zeroed(),
+                },
+                Member::Value(jsonb) => {
+                    let plain = crate::pg::raw::pg_detoast_datum(jsonb.datum().cast_mut_ptr())
+                        .cast::<pg_sys::Jsonb>();
+                    let mut binary: pg_sys::JsonbValue = std::mem::zeroed();
+                    binary.type_ = pg_sys::jbvType::jbvBinary;
+                    binary.val.binary.data = &raw mut (*plain).root;
+                    binary.val.binary.len = pgrx::varsize_any_exhdr(plain.cast()) as i32;
+                    binary
+                }
+            };
+            crate::pg::raw::pushJsonbValue(
+                &mut state,
+                pg_sys::JsonbIteratorToken::WJB_VALUE,
+                &mut value,
+            );
+        }
+        let built = crate::pg::raw::pushJsonbValue(
+            &mut state,
+            pg_sys::JsonbIteratorToken::WJB_END_OBJECT,
+            std::ptr::null_mut(),
+        );
+        pg_sys::Datum::from(crate::pg::raw::JsonbValueToJsonb(built))
+    }
+}
+
+/// A jsonb string of `text`, pointing into it (valid while `text` is).
+fn string_value(text: &str) -> pg_sys::JsonbValue {
+    // SAFETY: a zeroed JsonbValue is a valid value of its plain-data union; the string member is
+    // then set whole.
+    let mut value: pg_sys::JsonbValue = unsafe { std::mem::zeroed() };
+    value.type_ = pg_sys::jbvType::jbvString;
+    value.val.string = pg_sys::JsonbValue__bindgen_ty_1__bindgen_ty_1 {
+        // (a text value is at most 1 GB: its length fits)
+        len: i32::try_from(text.len()).unwrap_or_else(|_| {
+            crate::pg::boundary::internal(format!("a string of {} bytes", text.len()))
+        }),
+        val: text.as_ptr().cast_mut().cast(),
+    };
+    value
+}

@@ -21,6 +21,7 @@
 //! - `input`: argument checks and the limits they enforce
 //! - `error`: every failure, its SQLSTATE, message, detail and hint
 //! - `jsonb`: jsonb values passed through as datums, and their measured size
+//! - `message_store`: (0.5) the message store's write (`chunked_map_message_store`), in C
 //! - `immutability`: the trigger that keeps history from being rewritten
 //! - `verify`: `chunked_verify`, the consistency check
 //! - `guc`: settings
@@ -37,6 +38,7 @@ mod immutability;
 mod input;
 mod jsonb;
 mod lock;
+mod message_store;
 mod name_lock;
 mod order;
 mod pg;

@@ -1,5 +1,6 @@
-//! The SQL functions are declared twice: in `sql/api.sql` (arguments, result) and in the Rust
-//! that reads them (`sql_function!` bodies in `src/api.rs` and `src/immutability.rs`, through
+//! The SQL functions are declared twice: in `sql/api.sql` and the message store's script
+//! (arguments, result) and in the Rust that reads them (`sql_function!` bodies in `src/api.rs`,
+//! `src/immutability.rs` and `src/message_store/api.rs`, through
 //! `pg::fmgr::Call`'s typed getters). Nothing at run time checks that the two agree (an
 //! argument read as another type is undefined behaviour, not an error), so these tests do: each
 //! C symbol's SQL argument types must be the types its body reads at the same positions, every
@@ -9,8 +10,17 @@
 
 use std::collections::BTreeMap;
 
-const API_SQL: &str = include_str!("../sql/api.sql");
-const RUST_SOURCES: [&str; 2] = [include_str!("api.rs"), include_str!("immutability.rs")];
+/// The scripts that declare C functions of this library: chunked_map's, and the message store's
+/// (whose `MODULE_PATHNAME` is this library too).
+const SQL_SOURCES: [&str; 2] = [
+    include_str!("../sql/api.sql"),
+    include_str!("../sql/message_store/chunked_map_message_store--0.5.0.sql"),
+];
+const RUST_SOURCES: [&str; 3] = [
+    include_str!("api.rs"),
+    include_str!("immutability.rs"),
+    include_str!("message_store/api.rs"),
+];
 
 /// One `CREATE FUNCTION ... LANGUAGE c AS 'MODULE_PATHNAME', '<symbol>'` of sql/api.sql.
 #[derive(Debug)]
@@ -29,7 +39,7 @@ struct Read {
 
 fn declared() -> BTreeMap<String, Declared> {
     let mut by_symbol = BTreeMap::new();
-    for statement in API_SQL.split(';') {
+    for statement in SQL_SOURCES.iter().flat_map(|source| source.split(';')) {
         let Some(at) = statement.find("CREATE FUNCTION ") else {
             continue;
         };
@@ -126,6 +136,7 @@ fn split_top_level(list: &str) -> Vec<&str> {
 fn getter_type(getter: &str) -> Option<&'static str> {
     Some(match getter {
         "text" => "text",
+        "varchar" => "varchar",
         "int4" => "integer",
         "int8" => "bigint",
         "boolean" => "boolean",

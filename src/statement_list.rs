@@ -1,6 +1,7 @@
 //! Every statement of the extension, for the tests that prepare and check each one: the one
-//! place that knows both the core's statements (`statements`) and Citus's (`citus::statements`),
-//! so that neither module names the other. A statements module is added here.
+//! place that knows the core's statements (`statements`), Citus's (`citus::statements`) and the
+//! message store's (`message_store::statements`, checked here but prepared only where the store
+//! is: not in [`all`]), so that no module names another. A statements module is added here.
 
 #![cfg(any(test, feature = "pg_test"))]
 
@@ -44,8 +45,18 @@ mod tests {
             citus::statements::probe::SQL,
             citus::statements::SQL,
             statements::SQL,
+            crate::message_store::statements::SQL,
         ]
         .concat()
+    }
+
+    /// The schema every table a statement names is in: the message store's for its own.
+    fn schema_of(key: &str) -> &'static str {
+        if key.starts_with("chunked_map::message_store::") {
+            "message_store."
+        } else {
+            "chunked_map."
+        }
     }
 
     #[test]
@@ -100,7 +111,7 @@ mod tests {
                     continue;
                 }
                 assert!(
-                    relation.starts_with("chunked_map."),
+                    relation.starts_with(schema_of(key)),
                     "{key}: {keyword} {relation} is not qualified"
                 );
             }

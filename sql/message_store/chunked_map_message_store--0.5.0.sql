@@ -188,24 +188,18 @@ END;
 $$;
 
 -- A message's record payload: {"type", "data", "metadata"}, a key left out where the value is
--- SQL NULL. (SQL, no settings, as volatile as jsonb_build_object: the planner puts its body in
--- place of each call, where a function declared IMMUTABLE would be run as a function.)
+-- SQL NULL: what write_message appends (chunked_map's library makes it, for both: the rule's one
+-- place is src/message_store/mod.rs).
 CREATE FUNCTION message_store.message_payload("type" varchar, data jsonb, metadata jsonb)
 RETURNS jsonb
-LANGUAGE sql STABLE PARALLEL SAFE
-RETURN CASE WHEN metadata IS NULL AND data IS NULL
-            THEN pg_catalog.jsonb_build_object('type', "type")
-            WHEN metadata IS NULL
-            THEN pg_catalog.jsonb_build_object('type', "type", 'data', data)
-            WHEN data IS NULL
-            THEN pg_catalog.jsonb_build_object('type', "type", 'metadata', metadata)
-            ELSE pg_catalog.jsonb_build_object('type', "type", 'data', data, 'metadata', metadata) END;
+LANGUAGE c STABLE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'message_store_message_payload_wrapper';
 
 -- ---- what runs as the extension's owner (the maps are the owner's): granted to message_store,
 -- ---- never to PUBLIC (but import_message: the owner's own, run as its caller) ----
 
--- message-db's error for a message without a value its table requires (raised by write_message
--- and import_message, which keep their own sources short with it: see write_message).
+-- message-db's error for a message without a value its table requires (raised by
+-- write_message_checked and import_message).
 CREATE FUNCTION message_store.refuse_missing_value("column" text)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
@@ -220,37 +214,36 @@ BEGIN
 END;
 $$;
 
--- message-db's write_message. As the extension's owner (the maps are the owner's): it takes no
--- SQL of the caller's. (import_message, below, writes a message as this does, with its time.)
--- Its steps, numbered in the body. The body is kept short (its comments here, the error of a
--- missing value raised by a function of its own): where a function's source and argument
--- defaults do not fit in a catalog row uncompressed, PostgreSQL compresses the defaults too once
--- the source is, and every call that leaves arguments out then decompresses them (6,400
--- instructions a write; the regression tests message_store and message_store_defaults_under_lz4
--- check that they are stored as they are). The row is 1,732 bytes of 2,032 with pglz
--- (default_toast_compression's default), 1,895 with lz4, which compresses the source less: a
--- dozen lines more of body tip it over.
--- (1) The expected version, first, as message-db compares it (before anything of the message
---     is looked at; a stream named NULL has version -1 there). In a read-only transaction, or
---     for a NULL name, nothing is started or locked: the version as it is. Otherwise the stream
---     is locked and its version read (the position of its newest record), in one statement;
---     where it does not exist, it is started by its first message (writers of the stream wait
---     for its start), then locked and read. A stream not there is version -1, also where a drop
---     committed between its start and that read (READ COMMITTED: another transaction started
---     it, then a drop waited for by the read removed it).
--- (2) Then, in message-db's order: the id's form (message-db casts it before its insert), the
---     refusal in a read-only transaction or on a standby (its insert's, before any value is
---     looked at), and the values its table requires (in the order of its columns).
--- (3) The append (the stream's writers wait for each other here; a stream that does not exist
---     is started by it), one expression, so PL/pgSQL runs no statement for it. The record keeps
---     the message's id, which the map does not remember (no lookup): an id written before, to
---     this stream or another, fails on messages_id in (4), message-db's error, and the append
---     goes with the transaction (or savepoint) the error ends. The payload is {"type", "data",
---     "metadata"}, a key left out where its value is SQL NULL (message_payload, whose body the
---     planner puts here: no call at run time); the record's time is the transaction's start, as
---     message-db's is (import_message gives a message moved over the time it had instead).
--- (4) The index row and its order key, after the append: the writers' mark, never waiting,
---     then the next transaction id.
+-- The write of a message whose values were checked (write_message's, import_message's): its
+-- record appended to its stream (a stream that does not exist is started by it; the stream's
+-- writers wait for each other here, as long as the lock is held), then its index row and its
+-- order key: the writers' mark, never waiting, then the next transaction id. `time`: the
+-- record's time, NULL for the transaction's start (message-db's: a message moved over keeps its
+-- own). The record keeps the message's id, which the map does not remember (no lookup): an id
+-- written before, to this stream or another, fails on messages_id (message-db's error), and the
+-- append goes with the transaction (or savepoint) the error ends. A C function of chunked_map's
+-- library (src/message_store/). As its caller: write_message's and import_message's owner.
+CREATE FUNCTION message_store.append_message(
+  id text,
+  stream_name varchar,
+  "type" varchar,
+  data jsonb,
+  metadata jsonb,
+  "time" timestamptz
+)
+RETURNS bigint
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'message_store_append_message_wrapper';
+
+-- message-db's write_message: a C function of chunked_map's library (src/message_store/), as the
+-- extension's owner (the maps are the owner's; it runs no SQL of the caller's and none with the
+-- caller's search_path). The write of a message with no expected version, by a transaction that
+-- may write, with a stream name, a type and an id, is the library's: the id read as a uuid
+-- (message-db casts it before its insert), then append_message's write. Every other call is
+-- write_message_checked's, below, which compares the expected version, then refuses as
+-- message-db does, in message-db's order. No PL/pgSQL and no SET clause on the way of the
+-- unversioned write: its writers of one stream wait for each other as long as the lock is held
+-- all the same (the library's own rule; statement_timeout bounds the wait).
 -- A stream is a map of messages only, its positions its records' sequences less one: the append
 -- refuses a map holding records chunked_map's own functions appended (42809), and their appends
 -- refuse a stream (chunked_map's src/stream.rs; the map's state row says which it is, so the
@@ -264,79 +257,93 @@ CREATE FUNCTION message_store.write_message(
   expected_version bigint DEFAULT NULL
 )
 RETURNS bigint
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+LANGUAGE c VOLATILE SECURITY DEFINER
+AS 'MODULE_PATHNAME', 'message_store_write_message_wrapper';
+
+-- write_message with an expected version, in a read-only transaction, or without a stream name,
+-- a type or an id (called by write_message alone, so as the extension's owner; not SECURITY
+-- DEFINER: granted by mistake it runs as its caller, to whom append_message is not granted).
+-- Its steps:
+-- (1) The expected version, first, as message-db compares it (before anything of the message
+--     is looked at; a stream named NULL has version -1 there). In a read-only transaction, or
+--     for a NULL name, nothing is started or locked: the version as it is. Otherwise the stream
+--     is locked and its version read (the position of its newest record), in one statement;
+--     where it does not exist, it is started by its first message (writers of the stream wait
+--     for its start), then locked and read. A stream not there is version -1, also where a drop
+--     committed between its start and that read (READ COMMITTED: another transaction started
+--     it, then a drop waited for by the read removed it).
+-- (2) Then, in message-db's order: the id's form (message-db casts it before its insert), the
+--     refusal in a read-only transaction or on a standby (its insert's, before any value is
+--     looked at), and the values its table requires (in the order of its columns).
+-- (3) The write: append_message's.
+CREATE FUNCTION message_store.write_message_checked(
+  id varchar,
+  stream_name varchar,
+  "type" varchar,
+  data jsonb,
+  metadata jsonb,
+  expected_version bigint
+)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
--- writers of one stream wait for each other, as message-db's writers of a category do, also for
--- the stream's start: as long as the lock is held (statement_timeout bounds it; PostgreSQL's
--- lock_timeout only the versioned write's wait on a stream that is there, its row lock)
+-- writers of one stream wait for each other, also for the stream's start: as long as the lock
+-- is held (statement_timeout bounds it; PostgreSQL's lock_timeout only the versioned write's
+-- wait on a stream that is there, its row lock)
 SET chunked_map.lock_timeout = 2147483647
 AS $$
 DECLARE
     _message_id uuid;
     _next_seq bigint;
-    _appended record;
-    _position bigint;
     _read_only boolean := pg_catalog.current_setting('transaction_read_only') = 'on';
 BEGIN
     -- (1)
-    IF write_message.expected_version IS NOT NULL THEN
-        IF _read_only OR write_message.stream_name IS NULL THEN
+    IF write_message_checked.expected_version IS NOT NULL THEN
+        IF _read_only OR write_message_checked.stream_name IS NULL THEN
             SELECT s.next_seq INTO _next_seq
-            FROM chunked_map.map_state AS s WHERE s.map = write_message.stream_name;
+            FROM chunked_map.map_state AS s WHERE s.map = write_message_checked.stream_name;
         ELSE
             SELECT s.next_seq INTO _next_seq
-            FROM chunked_map.map_state AS s WHERE s.map = write_message.stream_name FOR NO KEY UPDATE;
+            FROM chunked_map.map_state AS s WHERE s.map = write_message_checked.stream_name FOR NO KEY UPDATE;
             IF NOT FOUND THEN
-                PERFORM chunked_map.chunked_start(write_message.stream_name);
+                PERFORM chunked_map.chunked_start(write_message_checked.stream_name);
                 SELECT s.next_seq INTO _next_seq
-                FROM chunked_map.map_state AS s WHERE s.map = write_message.stream_name FOR NO KEY UPDATE;
+                FROM chunked_map.map_state AS s WHERE s.map = write_message_checked.stream_name FOR NO KEY UPDATE;
             END IF;
         END IF;
         _next_seq := coalesce(_next_seq, 1);
-        IF write_message.expected_version <> _next_seq - 2 THEN
+        IF write_message_checked.expected_version <> _next_seq - 2 THEN
             RAISE EXCEPTION
                 'Wrong expected version: % (Stream: %, Stream Version: %)',
-                write_message.expected_version,
-                write_message.stream_name,
+                write_message_checked.expected_version,
+                write_message_checked.stream_name,
                 _next_seq - 2;
         END IF;
     END IF;
     -- (2)
-    _message_id := write_message.id::uuid;
+    _message_id := write_message_checked.id::uuid;
     IF _read_only THEN
         RAISE EXCEPTION USING
             ERRCODE = 'read_only_sql_transaction',
             MESSAGE = 'cannot execute INSERT in a read-only transaction';
     END IF;
-    IF write_message.stream_name IS NULL OR write_message."type" IS NULL OR write_message.id IS NULL THEN
-        PERFORM message_store.refuse_missing_value(CASE WHEN write_message.stream_name IS NULL THEN 'stream_name'
-                                                        WHEN write_message."type" IS NULL THEN 'type' ELSE 'id' END);
+    IF write_message_checked.stream_name IS NULL OR write_message_checked."type" IS NULL OR write_message_checked.id IS NULL THEN
+        PERFORM message_store.refuse_missing_value(CASE WHEN write_message_checked.stream_name IS NULL THEN 'stream_name'
+                                                        WHEN write_message_checked."type" IS NULL THEN 'type' ELSE 'id' END);
     END IF;
     -- (3)
-    _appended := chunked_map.chunked_register_with_id(
-        write_message.stream_name,
-        message_store.message_payload(write_message."type", write_message.data, write_message.metadata),
-        _message_id::text);
-    _position := _appended.seq - 1;
-    -- (4)
-    INSERT INTO message_store.message_index
-        (stream_name, position, type, correlation_category, id, writer, record)
-    VALUES (write_message.stream_name, _position, write_message."type",
-            pg_catalog.split_part(write_message.metadata ->> 'correlationStreamName', '-', 1),
-            _message_id,
-            chunked_map.chunked_order_key()::text::xid8,
-            _appended.record);
-    RETURN _position;
+    RETURN message_store.append_message(_message_id::text, write_message_checked.stream_name,
+                                        write_message_checked."type", write_message_checked.data,
+                                        write_message_checked.metadata, NULL);
 END;
 $$;
 
 -- A message moved over from another message store (sql/message_store/import-from-message-db.sql):
--- written as write_message writes it (no expected version), its record given the time the
--- message has there (message-db's time: UTC) instead of the transaction's. Owner-only: a
--- writer that could give its messages any time could backdate them; and not SECURITY DEFINER,
--- so that granted by mistake it still runs as its caller, to whom chunked_register_with_id and
--- message_index are not granted. Its statements are write_message's, but for the time: keep the
--- two alike (the import test compares a store written by each).
+-- written as write_message writes it (no expected version; append_message), its record given
+-- the time the message has there (message-db's time: UTC) instead of the transaction's.
+-- Owner-only: a writer that could give its messages any time could backdate them; and not
+-- SECURITY DEFINER, so that granted by mistake it still runs as its caller, to whom
+-- append_message is not granted.
 CREATE FUNCTION message_store.import_message(
   id varchar,
   stream_name varchar,
@@ -348,12 +355,7 @@ CREATE FUNCTION message_store.import_message(
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
-SET chunked_map.lock_timeout = 2147483647
 AS $$
-DECLARE
-    _message_id uuid;
-    _appended record;
-    _position bigint;
 BEGIN
     IF import_message.stream_name IS NULL OR import_message."type" IS NULL OR import_message.id IS NULL
        OR import_message."time" IS NULL THEN
@@ -361,21 +363,9 @@ BEGIN
                                                         WHEN import_message."type" IS NULL THEN 'type'
                                                         WHEN import_message.id IS NULL THEN 'id' ELSE 'time' END);
     END IF;
-    _message_id := import_message.id::uuid;
-    _appended := chunked_map.chunked_register_with_id(
-        import_message.stream_name,
-        message_store.message_payload(import_message."type", import_message.data, import_message.metadata),
-        _message_id::text,
-        import_message."time" AT TIME ZONE 'UTC');
-    _position := _appended.seq - 1;
-    INSERT INTO message_store.message_index
-        (stream_name, position, type, correlation_category, id, writer, record)
-    VALUES (import_message.stream_name, _position, import_message."type",
-            pg_catalog.split_part(import_message.metadata ->> 'correlationStreamName', '-', 1),
-            _message_id,
-            chunked_map.chunked_order_key()::text::xid8,
-            _appended.record);
-    RETURN _position;
+    RETURN message_store.append_message(import_message.id, import_message.stream_name,
+                                        import_message."type", import_message.data,
+                                        import_message.metadata, import_message."time" AT TIME ZONE 'UTC');
 END;
 $$;
 
@@ -1091,6 +1081,8 @@ $$;
 REVOKE ALL ON ALL TABLES IN SCHEMA message_store FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION
     message_store.write_message(varchar, varchar, varchar, jsonb, jsonb, bigint),
+    message_store.write_message_checked(varchar, varchar, varchar, jsonb, jsonb, bigint),
+    message_store.append_message(text, varchar, varchar, jsonb, jsonb, timestamptz),
     message_store.import_message(varchar, varchar, varchar, jsonb, jsonb, timestamp),
     message_store.refuse_missing_value(text),
     message_store.number_messages(),
@@ -1103,8 +1095,10 @@ REVOKE EXECUTE ON FUNCTION
 FROM PUBLIC;
 GRANT USAGE ON SCHEMA message_store TO message_store;
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA message_store TO message_store;
--- (but the import's: the owner's only)
+-- (but the import's and the checked write's and their write's: the owner's only)
 REVOKE EXECUTE ON FUNCTION
+    message_store.write_message_checked(varchar, varchar, varchar, jsonb, jsonb, bigint),
+    message_store.append_message(text, varchar, varchar, jsonb, jsonb, timestamptz),
     message_store.import_message(varchar, varchar, varchar, jsonb, jsonb, timestamp)
 FROM message_store;
 GRANT SELECT ON

@@ -13,7 +13,7 @@ use pgrx::FromDatum;
 
 use super::boundary::{catching, OrRethrow};
 use super::raw;
-use crate::jsonb::{Jsonb, JsonbArray};
+use crate::jsonb::{Jsonb, JsonbArray, Member};
 
 /// Declares an SQL-callable C function `$symbol` whose body is `$body`, a closure taking the
 /// [`Call`] and returning the result datum.
@@ -84,6 +84,11 @@ impl<'fcx> Call<'fcx> {
 
     /// A `text` argument (UTF-8: the extension installs only in UTF8 databases).
     pub fn text(&self, index: usize) -> Option<&'fcx str> {
+        self.arg::<&'fcx str>(index)
+    }
+
+    /// A `varchar` argument (stored as `text` is).
+    pub fn varchar(&self, index: usize) -> Option<&'fcx str> {
         self.arg::<&'fcx str>(index)
     }
 
@@ -323,6 +328,20 @@ impl<'fcx> CallerMemory<'fcx> {
             let copy = pg_sys::pg_detoast_datum_copy(datum.cast_mut_ptr());
             pg_sys::MemoryContextSwitchTo(previous);
             Jsonb::from_raw(pg_sys::Datum::from(copy))
+        }
+    }
+
+    /// The jsonb object of `members` (see [`crate::jsonb::object`]), in the caller's memory.
+    pub fn jsonb_object(self, members: &[(&str, Member<'_, '_>)]) -> Jsonb<'fcx> {
+        // SAFETY: built in the caller's context, which lives for 'fcx; the members' values are
+        // valid now (the caller's borrow). pushJsonbValue raises only for a value past jsonb's
+        // limits: caught (which leaves the caller's context current), the context switched
+        // back, then rethrown whole.
+        unsafe {
+            let previous = pg_sys::MemoryContextSwitchTo(self.context);
+            let built = catching(|| crate::jsonb::object(members));
+            pg_sys::MemoryContextSwitchTo(previous);
+            Jsonb::from_raw(built.or_rethrow())
         }
     }
 

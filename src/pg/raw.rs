@@ -84,6 +84,22 @@ unsafe extern "C-unwind" {
     /// 25006 when the transaction is read-only (a standby's always are), naming the command.
     pub fn PreventCommandIfReadOnly(cmdname: *const c_char);
 
+    // The message store's write (`crate::message_store`): a message's id read as a uuid, its
+    // payload built as jsonb_build_object builds one (`crate::jsonb::object`).
+    pub fn DirectFunctionCall1Coll(
+        func: pg_sys::PGFunction,
+        collation: pg_sys::Oid,
+        arg1: pg_sys::Datum,
+    ) -> pg_sys::Datum;
+    pub fn uuid_in(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum;
+    pub fn uuid_out(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum;
+    pub fn pushJsonbValue(
+        pstate: *mut *mut pg_sys::JsonbParseState,
+        seq: pg_sys::JsonbIteratorToken::Type,
+        jbval: *mut pg_sys::JsonbValue,
+    ) -> *mut pg_sys::JsonbValue;
+    pub fn JsonbValueToJsonb(val: *mut pg_sys::JsonbValue) -> *mut pg_sys::Jsonb;
+
     // The direct append (`super::heap`): tables and indexes written through their access
     // methods, as PostgreSQL's logical replication apply worker and catalog updates do.
     pub fn CommandCounterIncrement();

@@ -229,6 +229,12 @@ impl Bind<Tid> for pg_sys::ItemPointerData {
     }
 }
 
+impl Bind<Tid> for Option<pg_sys::ItemPointerData> {
+    fn bind(self) -> Param {
+        self.map_or(Param(None), Bind::<Tid>::bind)
+    }
+}
+
 impl Bind<IntervalValue> for Option<pgrx::datum::Interval> {
     /// An interval is passed by reference: copied into the current memory context.
     fn bind(self) -> Param {
@@ -239,6 +245,12 @@ impl Bind<IntervalValue> for Option<pgrx::datum::Interval> {
 impl Bind<JsonbValue> for crate::jsonb::Jsonb<'_> {
     fn bind(self) -> Param {
         Param(Some(self.datum()))
+    }
+}
+
+impl Bind<JsonbValue> for Option<crate::jsonb::Jsonb<'_>> {
+    fn bind(self) -> Param {
+        Param(self.map(crate::jsonb::Jsonb::datum))
     }
 }
 

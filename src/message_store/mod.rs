@@ -1,0 +1,115 @@
+//! (0.5) The message store's write (`chunked_map_message_store`, docs/message-db.md): a message
+//! appended to its stream and indexed, in one call of this library, with no PL/pgSQL and no
+//! setting changed on the way (what `write_message` costs most without them: the function's own
+//! statements and its `SET` clauses, docs/message-db.md, "What it costs").
+//!
+//! - `api`: the store's SQL functions that are C functions of this library;
+//! - `statements`: the store's SQL statements, which name its tables (not `statements`, whose
+//!   statements are prepared in every database, with or without the store).
+//!
+//! A message is a record of its stream, appended with its id kept (`append::RecordId::Kept`), its
+//! payload `{"type", "data", "metadata"}` ([`payload`]); then its row of `message_index`, with its
+//! order key (`order`), taken after the append. The stream's writers wait for each other as long
+//! as the stream's lock is held, as message-db's writers of a category do.
+
+pub mod api;
+pub(crate) mod statements;
+
+use pgrx::pg_sys;
+
+use crate::append::{self, RecordId};
+use crate::guc;
+use crate::input::MapName;
+use crate::jsonb::{Jsonb, Member};
+use crate::order;
+use crate::pg::boundary::{catching, OrRethrow};
+use crate::pg::fmgr::CallerMemory;
+use crate::pg::raw;
+
+/// One message to write, its values checked: every value message-db's table requires is there,
+/// its id in the canonical form of a uuid ([`MessageId`]).
+pub struct Message<'a, 'fcx> {
+    pub id: MessageId,
+    pub stream: MapName<'a>,
+    pub message_type: &'a str,
+    pub data: Option<Jsonb<'fcx>>,
+    pub metadata: Option<Jsonb<'fcx>>,
+}
+
+/// A message's id: a uuid, written as PostgreSQL writes one (`uuid_out`: lower case, with
+/// hyphens), whatever form it was given in.
+pub struct MessageId(String);
+
+impl MessageId {
+    /// `text` read as a uuid, as message-db's insert casts it: PostgreSQL's own `uuid_in`, and
+    /// its error (22P02) for what is not one.
+    pub fn parse(text: &str) -> MessageId {
+        let text = std::ffi::CString::new(text).unwrap_or_else(|_| {
+            crate::pg::boundary::internal("a text argument with a NUL byte".to_owned())
+        });
+        let text = text.as_ptr();
+        // SAFETY: uuid_in reads a NUL-terminated string and returns a new uuid in the current
+        // memory context, which uuid_out reads and writes out as a new NUL-terminated string;
+        // both are freed with the call's memory. uuid_in raises 22P02 for what is not a uuid,
+        // caught and rethrown whole.
+        let canonical = unsafe {
+            catching(|| {
+                let uuid = raw::DirectFunctionCall1Coll(
+                    Some(raw::uuid_in),
+                    pg_sys::InvalidOid,
+                    pg_sys::Datum::from(text),
+                );
+                raw::DirectFunctionCall1Coll(Some(raw::uuid_out), pg_sys::InvalidOid, uuid)
+            })
+        }
+        .or_rethrow();
+        // SAFETY: uuid_out's result, a NUL-terminated ASCII string.
+        let canonical = unsafe { std::ffi::CStr::from_ptr(canonical.cast_mut_ptr()) };
+        MessageId(canonical.to_string_lossy().into_owned())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A message's record payload: `{"type", "data", "metadata"}`, a key left out where the value is
+/// SQL NULL (`type` is JSON null where it is NULL). The one place of the rule: `write` and the
+/// SQL function `message_store.message_payload` both make it here. In the caller's memory.
+pub fn payload<'fcx>(
+    memory: CallerMemory<'fcx>,
+    message_type: Option<&str>,
+    data: Option<Jsonb<'_>>,
+    metadata: Option<Jsonb<'_>>,
+) -> Jsonb<'fcx> {
+    let message_type = message_type.map_or(Member::Null, Member::String);
+    let members: Vec<(&str, Member<'_, '_>)> = [
+        Some(("type", message_type)),
+        data.map(|data| ("data", Member::Value(data))),
+        metadata.map(|metadata| ("metadata", Member::Value(metadata))),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    memory.jsonb_object(&members)
+}
+
+/// Writes `message`: appended to its stream (started by it where it does not exist), then its
+/// index row; its position in the stream. `at`: the record's time where the writer knows it (a
+/// message moved over from message-db), `None` for the transaction's start.
+pub fn write(memory: CallerMemory<'_>, message: &Message<'_, '_>, at: Option<i64>) -> i64 {
+    let payload = payload(
+        memory,
+        Some(message.message_type),
+        message.data,
+        message.metadata,
+    );
+    let id = message.id.as_str();
+    let appended = guc::waiting_as_long_as_held(|| {
+        append::append(message.stream, payload, None, Some(RecordId::Kept(id)), at)
+    });
+    let position = appended.seq - 1;
+    let key = order::order_key();
+    statements::index_message(message, position, key, appended.record);
+    position
+}

@@ -1,0 +1,76 @@
+//! The message store's statements: they name its tables (schema `message_store`), so they are
+//! prepared only where the store is installed, by its functions' first calls (not in the list of
+//! `statement_list`, which a database without the store prepares whole).
+
+use pgrx::pg_sys;
+
+use super::Message;
+use crate::jsonb::Jsonb;
+use crate::pg::spi::{Int8, JsonbValue, NotNull, Text, Tid};
+use crate::statements;
+
+statements! {
+    /// A message's row of `message_index`: stream `$1`, position `$2`, type `$3`, the category
+    /// of its metadata's `correlationStreamName` (`$4`), id `$5`, order key `$6`, and its
+    /// record's address `$7` (NULL where the append went by SQL). Its `write_order` is the
+    /// sequence's next, taken after the key.
+    pub INDEX_MESSAGE: Statement<(Text, Int8, Text, JsonbValue, Text, Int8, Tid), ()> = write(
+        "INSERT INTO message_store.message_index
+             (stream_name, position, type, correlation_category, id, writer, record)
+         VALUES ($1, $2, $3, split_part($4 ->> 'correlationStreamName', '-', 1), $5::uuid,
+                 $6::text::xid8, $7)"
+    );
+
+    /// message-db's checked write (`message_store.write_message_checked`, PL/pgSQL): the
+    /// expected version, then the refusals, in message-db's order; it writes through
+    /// `message_store.append_message`, that is [`super::write`].
+    pub WRITE_CHECKED: Statement<(Text, Text, Text, JsonbValue, JsonbValue, Int8), (NotNull<Int8>,)> = write(
+        "SELECT message_store.write_message_checked($1, $2, $3, $4, $5, $6)"
+    );
+}
+
+/// [`INDEX_MESSAGE`].
+pub fn index_message(
+    message: &Message<'_, '_>,
+    position: i64,
+    key: i64,
+    record: Option<pg_sys::ItemPointerData>,
+) {
+    statements::connect(|session| {
+        session.run(
+            &INDEX_MESSAGE,
+            (
+                message.stream.as_str(),
+                position,
+                message.message_type,
+                message.metadata,
+                message.id.as_str(),
+                key,
+                record,
+            ),
+        );
+    });
+}
+
+/// [`WRITE_CHECKED`]: the position written at.
+pub fn write_checked(
+    id: Option<&str>,
+    stream: Option<&str>,
+    message_type: Option<&str>,
+    data: Option<Jsonb<'_>>,
+    metadata: Option<Jsonb<'_>>,
+    expected_version: Option<i64>,
+) -> i64 {
+    statements::connect(|session| {
+        let written = session.run(
+            &WRITE_CHECKED,
+            (id, stream, message_type, data, metadata, expected_version),
+        );
+        match written.first() {
+            Some((position,)) => position,
+            None => crate::pg::boundary::internal(
+                "message_store.write_message_checked returned no row".to_owned(),
+            ),
+        }
+    })
+}
