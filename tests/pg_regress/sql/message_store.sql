@@ -25,6 +25,11 @@ SELECT chunked_map.chunked_read('account-5', 0, 10);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT count(*) FROM message_store.message_index;
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- (nor the write under write_message's checks, with or without a time, nor the checked write)
+SELECT append_message('00000000-0000-4000-8000-000000000113', 'account-5', 'Opened', '{}', NULL, NULL);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT write_message_checked('00000000-0000-4000-8000-000000000113', 'account-5', 'Opened', '{}', NULL, 1);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 RESET ROLE;
 -- what only the message store calls is the owner's: the append whose ids the map does not
 -- remember, the order key, the numbering lock, the next id; a role that may use the schema (as a
@@ -34,6 +39,10 @@ CREATE ROLE message_store_probe;
 GRANT USAGE ON SCHEMA chunked_map, message_store TO message_store_probe;
 SET ROLE message_store_probe;
 SELECT message_store.refuse_missing_value('id');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT message_store.append_message('00000000-0000-4000-8009-000000000003', 'probe-1', 'Opened', '{}', NULL, NULL);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT message_store.write_message_checked('00000000-0000-4000-8009-000000000004', 'probe-1', 'Opened', '{}', NULL, -1);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 -- (write_message itself, with an expected version and without, before it starts or locks anything)
 SELECT message_store.write_message('00000000-0000-4000-8009-000000000001', 'probe-1', 'Opened', '{}', NULL, -1);
@@ -166,6 +175,27 @@ BEGIN READ ONLY;
 SELECT count(*) FROM message_store.get_category_messages('account');
 SELECT count(*) FROM message_store.get_stream_messages('account-1');
 COMMIT;
+-- a message's payload is what jsonb_build_object makes of its type, data and metadata, byte for
+-- byte, a key left out where its value is SQL NULL (type: JSON null): numbers as they were given,
+-- scalars, nested values, keys in jsonb's order; and it is what write_message appends
+SELECT p.t, message_store.message_payload(p.t, p.d, p.m) AS payload,
+       pg_catalog.jsonb_send(message_store.message_payload(p.t, p.d, p.m))
+         = pg_catalog.jsonb_send(CASE WHEN p.m IS NULL AND p.d IS NULL THEN pg_catalog.jsonb_build_object('type', p.t)
+                                      WHEN p.m IS NULL THEN pg_catalog.jsonb_build_object('type', p.t, 'data', p.d)
+                                      WHEN p.d IS NULL THEN pg_catalog.jsonb_build_object('type', p.t, 'metadata', p.m)
+                                      ELSE pg_catalog.jsonb_build_object('type', p.t, 'data', p.d, 'metadata', p.m) END)
+         AS same_as_jsonb_build_object
+FROM (VALUES ('A', '{"zz": 1e40, "a": [1, {"x": null}], "b": 1.50}'::jsonb, '{"correlationStreamName": "x-1"}'::jsonb),
+             ('B', NULL, NULL),
+             ('C', '"s"', '12345678901234567890123456789.000'),
+             (NULL, 'true', NULL),
+             ('D', NULL, '[]'),
+             ('é "q" \ 	', '{}', 'null')) AS p(t, d, m);
+SELECT message_store.write_message('00000000-0000-4000-8000-000000000019', 'payload-1', 'A',
+                                   '{"zz": 1e40, "b": 1.50}', '{"correlationStreamName": "x-1"}');
+SELECT r.payload = message_store.message_payload('A', '{"zz": 1e40, "b": 1.50}', '{"correlationStreamName": "x-1"}')
+       AS appended_as_built, r.payload
+FROM chunked_map.chunked_read('payload-1', 0, 10) AS r;
 -- an id is required, as message-db's column is
 SELECT message_store.write_message(NULL, 'account-6', 'Opened', '{}');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
