@@ -107,8 +107,8 @@ echo "SELECT message_store.write_message(gen_random_uuid()::varchar, 'one-' || :
 echo "SELECT message_store.write_message(gen_random_uuid()::varchar, 'hot-' || :client_id, 'Written', '{\"n\": 1}');" >"$scripts_dir/write_hot.sql"
 echo "SELECT message_store.write_message_stream_locked(gen_random_uuid()::varchar, 'hot-' || :client_id, 'Written', '{\"n\": 1}');" >"$scripts_dir/write_hot_stream_locked.sql"
 echo "INSERT INTO public.bare_insert VALUES (gen_random_uuid(), 'hot-' || :client_id, '{\"n\": 1}');" >"$scripts_dir/bare_insert.sql"
-# (the payload message_store.message_payload makes of the writes' type and data)
-echo "SELECT chunked_map.chunked_register_with_id('append-' || :client_id, '{\"data\": {\"n\": 1}, \"type\": \"Written\"}', gen_random_uuid()::text);" >"$scripts_dir/append_alone.sql"
+# (the payload write_message appends, made as it makes it: message_store.message_payload)
+echo "SELECT chunked_map.chunked_register_with_id('append-' || :client_id, message_store.message_payload('Written', '{\"n\": 1}', NULL), gen_random_uuid()::text);" >"$scripts_dir/append_alone.sql"
 sql postgres -c "CREATE TABLE public.bare_insert (id uuid, stream_name text, data jsonb)"
 # a writer that knows its stream's version: the version read, then the write with it as the
 # expected version (two statements, each its own transaction, as a client that reads an entity
