@@ -304,6 +304,11 @@ fn declarations_match_the_servers_headers() {
         LockAcquire(A, B, C, D);
         LockRelease(A, B, C);
         PreventCommandIfReadOnly(A);
+        DirectFunctionCall1Coll(A, B, C);
+        uuid_in(A);
+        uuid_out(A);
+        pushJsonbValue(A, B, C);
+        JsonbValueToJsonb(A);
         CommandCounterIncrement();
         GetCurrentCommandId(A);
         GetTransactionSnapshot();
