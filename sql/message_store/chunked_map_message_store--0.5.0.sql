@@ -261,9 +261,12 @@ LANGUAGE c VOLATILE SECURITY DEFINER
 AS 'MODULE_PATHNAME', 'message_store_write_message_wrapper';
 
 -- write_message with an expected version, in a read-only transaction, or without a stream name,
--- a type or an id (called by write_message alone, so as the extension's owner; not SECURITY
--- DEFINER: granted by mistake it runs as its caller, to whom append_message is not granted).
--- Its steps:
+-- a type or an id. Called by write_message alone, so as the extension's owner, by a statement
+-- that runs with search_path pg_catalog, pg_temp, and waiting for a stream's lock or its start
+-- as long as it is held (the write's rule, which covers what it calls): so it sets neither
+-- itself, which would cost every versioned write two settings changed and restored. Not
+-- SECURITY DEFINER: granted by mistake it runs as its caller, to whom append_message is not
+-- granted. Its steps:
 -- (1) The expected version, first, as message-db compares it (before anything of the message
 --     is looked at; a stream named NULL has version -1 there). In a read-only transaction, or
 --     for a NULL name, nothing is started or locked: the version as it is. Otherwise the stream
@@ -286,14 +289,9 @@ CREATE FUNCTION message_store.write_message_checked(
 )
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
--- writers of one stream wait for each other, also for the stream's start: as long as the lock
--- is held (statement_timeout bounds it; PostgreSQL's lock_timeout only the versioned write's
--- wait on a stream that is there, its row lock)
-SET chunked_map.lock_timeout = 2147483647
 AS $$
 DECLARE
-    _message_id uuid;
+    _message_id pg_catalog.uuid;
     _next_seq bigint;
     _read_only boolean := pg_catalog.current_setting('transaction_read_only') = 'on';
 BEGIN
@@ -321,7 +319,7 @@ BEGIN
         END IF;
     END IF;
     -- (2)
-    _message_id := write_message_checked.id::uuid;
+    _message_id := write_message_checked.id::pg_catalog.uuid;
     IF _read_only THEN
         RAISE EXCEPTION USING
             ERRCODE = 'read_only_sql_transaction',

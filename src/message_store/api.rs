@@ -4,8 +4,7 @@
 
 use pgrx::pg_sys;
 
-use super::statements::write_checked;
-use super::{payload, write, Message, MessageId};
+use super::{payload, write, write_checked, Message, MessageId};
 use crate::error::OrRaise;
 use crate::input::{self, required, MapName};
 use crate::sql_function;

@@ -113,3 +113,21 @@ pub fn write(memory: CallerMemory<'_>, message: &Message<'_, '_>, at: Option<i64
     statements::index_message(message, position, key, appended.record);
     position
 }
+
+/// message-db's checked write (`message_store.write_message_checked`, PL/pgSQL), for every call
+/// of `write_message` the library does not write itself: the expected version compared, then
+/// the refusals, in message-db's order, then the write ([`write`], through
+/// `message_store.append_message`). Its waits for a stream's lock or its start last as long as
+/// they are held, as the write's do (the checked write sets nothing itself).
+pub fn write_checked(
+    id: Option<&str>,
+    stream: Option<&str>,
+    message_type: Option<&str>,
+    data: Option<Jsonb<'_>>,
+    metadata: Option<Jsonb<'_>>,
+    expected_version: Option<i64>,
+) -> i64 {
+    guc::waiting_as_long_as_held(|| {
+        statements::write_checked(id, stream, message_type, data, metadata, expected_version)
+    })
+}
