@@ -52,6 +52,23 @@ BEGIN
 END
 $guard$;
 
+-- Not where streams of an earlier store are left (maps whose records are messages: the store was
+-- dropped, its index of messages with it, and the maps kept, as chunked_map's data they are):
+-- their messages would be in no read, their versions would count them, and their ids would be
+-- free to be written again. A dump restores the store before its data: no stream is there yet.
+DO $leftover$
+BEGIN
+    IF EXISTS (SELECT 1 FROM chunked_map.map_state AS s WHERE s.message_stream) THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'object_not_in_prerequisite_state',
+            MESSAGE = 'this database holds streams of a message store that was dropped',
+            DETAIL = pg_catalog.format('%s maps of chunked_map hold messages, and no index of them is left.',
+                                       (SELECT pg_catalog.count(*) FROM chunked_map.map_state AS s WHERE s.message_stream)),
+            HINT = 'Drop those maps first (chunked_map.chunked_drop(map) for each map of chunked_map.map_state whose message_stream is true), or restore the store from a dump of its database.';
+    END IF;
+END
+$leftover$;
+
 -- The role message-db's clients connect as (as message-db's installer makes it); kept if there.
 DO $$
 BEGIN

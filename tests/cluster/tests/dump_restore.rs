@@ -133,3 +133,68 @@ fn the_storage_tables_are_registered_for_pg_dump() {
         ]
     );
 }
+
+/// (0.5) A database with the message store restores through pg_dump and pg_restore: the store is
+/// created before any stream's data comes back (its refusal of streams left by a dropped store
+/// does not meet them), and its messages read, keep their ids unique, and take the next
+/// positions.
+#[test]
+fn a_message_store_restores_with_its_streams_and_ids() {
+    let cluster = Cluster::start();
+    let mut source = cluster.database("store_source");
+    source
+        .batch_execute(
+            "CREATE EXTENSION chunked_map_message_store;
+             SELECT message_store.write_message('00000000-0000-4000-8000-00000000000' || n, 'account-' || (n % 2), 'Opened', jsonb_build_object('n', n))
+             FROM generate_series(1, 6) AS n;
+             SELECT count(*) FROM message_store.get_category_messages('account');",
+        )
+        .expect("fill the store");
+    let dump_path = cluster.socket_dir().join("store.dump").display().to_string();
+    cluster.run(
+        &pg_bin("pg_dump"),
+        &["--format=custom", "--file", &dump_path, "store_source"],
+    );
+    cluster
+        .connect("postgres")
+        .batch_execute("CREATE DATABASE store_restored")
+        .unwrap();
+    cluster.run(
+        &pg_bin("pg_restore"),
+        &["--exit-on-error", "--dbname=store_restored", &dump_path],
+    );
+    let mut restored = cluster.connect("store_restored");
+    let read = |client: &mut Client| -> Vec<(String, i64, String)> {
+        client
+            .query(
+                "SELECT stream_name::text, position, data::text FROM message_store.get_category_messages('account')",
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|row| (row.get(0), row.get(1), row.get(2)))
+            .collect()
+    };
+    let before = read(&mut source);
+    assert_eq!(before.len(), 6);
+    assert_eq!(read(&mut restored), before);
+    // an id of the dump is taken: message-db's error
+    let error = restored
+        .execute(
+            "SELECT message_store.write_message('00000000-0000-4000-8000-000000000001', 'account-1', 'Opened', '{}')",
+            &[],
+        )
+        .expect_err("a restored id is unique");
+    let error = error.as_db_error().expect("a database error");
+    assert_eq!(error.code().code(), "23505");
+    assert_eq!(error.constraint(), Some("messages_id"));
+    // and a stream goes on at its next position
+    let position: i64 = restored
+        .query_one(
+            "SELECT message_store.write_message('00000000-0000-4000-8000-000000000007', 'account-1', 'Opened', '{}')",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(position, 3);
+}

@@ -658,3 +658,13 @@ SELECT message_store.number_messages() AS numbered;
 SHOW enable_hashjoin;
 SHOW enable_mergejoin;
 COMMIT;
+-- the store dropped, its streams stay (they are chunked_map's maps): a new store refuses to start
+-- over them, whose messages it could not read and whose ids it would take again; once they are
+-- dropped, it starts
+DROP EXTENSION chunked_map_message_store;
+SELECT count(*) AS streams_left FROM chunked_map.map_state WHERE message_stream;
+CREATE EXTENSION chunked_map_message_store;
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT count(chunked_map.chunked_drop(map)) AS dropped FROM chunked_map.map_state WHERE message_stream;
+CREATE EXTENSION chunked_map_message_store;
+SELECT message_store.write_message('00000000-0000-4000-8004-000000000005', 'restored-5', 'Opened', '{}');
