@@ -150,7 +150,11 @@ fn a_message_store_restores_with_its_streams_and_ids() {
              SELECT count(*) FROM message_store.get_category_messages('account');",
         )
         .expect("fill the store");
-    let dump_path = cluster.socket_dir().join("store.dump").display().to_string();
+    let dump_path = cluster
+        .socket_dir()
+        .join("store.dump")
+        .display()
+        .to_string();
     cluster.run(
         &pg_bin("pg_dump"),
         &["--format=custom", "--file", &dump_path, "store_source"],
