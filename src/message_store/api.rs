@@ -4,7 +4,7 @@
 
 use pgrx::pg_sys;
 
-use super::{payload, write, write_checked, Message, MessageId};
+use super::{payload, write, write_checked, Message, MessageId, Unchecked};
 use crate::error::OrRaise;
 use crate::input::{self, required, MapName};
 use crate::sql_function;
@@ -33,7 +33,14 @@ sql_function!(
                 };
                 write(call.memory(), &message, None)
             }
-            _ => write_checked(id, stream, message_type, data, metadata, expected_version),
+            _ => write_checked(&Unchecked {
+                id,
+                stream,
+                message_type,
+                data,
+                metadata,
+                expected_version,
+            }),
         };
         call.returns_bigint(position)
     }

@@ -114,20 +114,21 @@ pub fn write(memory: CallerMemory<'_>, message: &Message<'_, '_>, at: Option<i64
     position
 }
 
+/// A `write_message` call's arguments as they came, for the checked write.
+pub struct Unchecked<'a, 'fcx> {
+    pub id: Option<&'a str>,
+    pub stream: Option<&'a str>,
+    pub message_type: Option<&'a str>,
+    pub data: Option<Jsonb<'fcx>>,
+    pub metadata: Option<Jsonb<'fcx>>,
+    pub expected_version: Option<i64>,
+}
+
 /// message-db's checked write (`message_store.write_message_checked`, PL/pgSQL), for every call
 /// of `write_message` the library does not write itself: the expected version compared, then
 /// the refusals, in message-db's order, then the write ([`write`], through
 /// `message_store.append_message`). Its waits for a stream's lock or its start last as long as
 /// they are held, as the write's do (the checked write sets nothing itself).
-pub fn write_checked(
-    id: Option<&str>,
-    stream: Option<&str>,
-    message_type: Option<&str>,
-    data: Option<Jsonb<'_>>,
-    metadata: Option<Jsonb<'_>>,
-    expected_version: Option<i64>,
-) -> i64 {
-    guc::waiting_as_long_as_held(|| {
-        statements::write_checked(id, stream, message_type, data, metadata, expected_version)
-    })
+pub fn write_checked(call: &Unchecked<'_, '_>) -> i64 {
+    guc::waiting_as_long_as_held(|| statements::write_checked(call))
 }

@@ -4,8 +4,7 @@
 
 use pgrx::pg_sys;
 
-use super::Message;
-use crate::jsonb::Jsonb;
+use super::{Message, Unchecked};
 use crate::pg::spi::{Int8, JsonbValue, NotNull, Text, Tid};
 use crate::statements;
 
@@ -53,20 +52,17 @@ pub fn index_message(
 }
 
 /// [`WRITE_CHECKED`]: the position written at.
-pub fn write_checked(
-    id: Option<&str>,
-    stream: Option<&str>,
-    message_type: Option<&str>,
-    data: Option<Jsonb<'_>>,
-    metadata: Option<Jsonb<'_>>,
-    expected_version: Option<i64>,
-) -> i64 {
+pub fn write_checked(call: &Unchecked<'_, '_>) -> i64 {
     statements::connect(|session| {
-        let written = session.run(
-            &WRITE_CHECKED,
-            (id, stream, message_type, data, metadata, expected_version),
+        let arguments = (
+            call.id,
+            call.stream,
+            call.message_type,
+            call.data,
+            call.metadata,
+            call.expected_version,
         );
-        match written.first() {
+        match session.run(&WRITE_CHECKED, arguments).first() {
             Some((position,)) => position,
             None => crate::pg::boundary::internal(
                 "message_store.write_message_checked returned no row".to_owned(),
