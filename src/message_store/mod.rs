@@ -1,7 +1,8 @@
 //! (0.5) The message store's write (`chunked_map_message_store`, docs/message-db.md): a message
-//! appended to its stream and indexed, in one call of this library, with no PL/pgSQL and no
-//! setting changed on the way (what `write_message` costs most without them: the function's own
-//! statements and its `SET` clauses, docs/message-db.md, "What it costs").
+//! appended to its stream and indexed, in one call of this library, with no PL/pgSQL and no `SET`
+//! clause on the way (what the PL/pgSQL write cost beyond its append and index row: its own
+//! statements and its settings, docs/message-db.md, "What it costs"). The index row's statement
+//! sets its `search_path` for itself, as every statement of the library does.
 //!
 //! - `api`: the store's SQL functions that are C functions of this library;
 //! - `statements`: the store's SQL statements, which name its tables (not `statements`, whose
