@@ -14,6 +14,7 @@
 //! as the stream's lock is held, as message-db's writers of a category do.
 
 pub mod api;
+mod index_row;
 pub(crate) mod statements;
 
 use pgrx::pg_sys;
@@ -38,8 +39,12 @@ pub struct Message<'a, 'fcx> {
 }
 
 /// A message's id: a uuid, written as PostgreSQL writes one (`uuid_out`: lower case, with
-/// hyphens), whatever form it was given in.
-pub struct MessageId(String);
+/// hyphens), whatever form it was given in; and the uuid itself, a datum in the memory that was
+/// current when it was read (the call's).
+pub struct MessageId {
+    canonical: String,
+    uuid: pg_sys::Datum,
+}
 
 impl MessageId {
     /// `text` read as a uuid, as message-db's insert casts it: PostgreSQL's own `uuid_in`, and
@@ -53,24 +58,29 @@ impl MessageId {
         // memory context, which uuid_out reads and writes out as a new NUL-terminated string;
         // both are freed with the call's memory. uuid_in raises 22P02 for what is not a uuid,
         // caught and rethrown whole.
-        let canonical = unsafe {
+        let (uuid, canonical) = unsafe {
             catching(|| {
                 let uuid = raw::DirectFunctionCall1Coll(
                     Some(raw::uuid_in),
                     pg_sys::InvalidOid,
                     pg_sys::Datum::from(text),
                 );
-                raw::DirectFunctionCall1Coll(Some(raw::uuid_out), pg_sys::InvalidOid, uuid)
+                let canonical =
+                    raw::DirectFunctionCall1Coll(Some(raw::uuid_out), pg_sys::InvalidOid, uuid);
+                (uuid, canonical)
             })
         }
         .or_rethrow();
         // SAFETY: uuid_out's result, a NUL-terminated ASCII string.
         let canonical = unsafe { std::ffi::CStr::from_ptr(canonical.cast_mut_ptr()) };
-        MessageId(canonical.to_string_lossy().into_owned())
+        MessageId {
+            canonical: canonical.to_string_lossy().into_owned(),
+            uuid,
+        }
     }
 
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.canonical
     }
 }
 
@@ -111,8 +121,42 @@ pub fn write(memory: CallerMemory<'_>, message: &Message<'_, '_>, at: Option<i64
     });
     let position = appended.seq - 1;
     let key = order::order_key();
-    statements::index_message(message, position, key, appended.record);
+    let correlation_category = correlation_category(message.metadata);
+    index_row::write(index_row::IndexRow {
+        stream: message.stream.as_str(),
+        position,
+        message_type: message.message_type,
+        correlation_category: correlation_category.as_deref(),
+        id: message.id.as_str(),
+        uuid: message.id.uuid,
+        key,
+        record: appended.record,
+    });
     position
+}
+
+/// The category of the stream a message's metadata says it correlates with (what
+/// `get_category_messages`' `correlation` filters on): its `correlationStreamName` as `->>`
+/// reads it (PostgreSQL's own `jsonb_object_field_text`: NULL where the metadata is not an
+/// object, has no such key or has JSON null there), to its first `-` (message-db's category,
+/// `split_part(name, '-', 1)`: the whole name where it has none).
+pub fn correlation_category(metadata: Option<Jsonb<'_>>) -> Option<String> {
+    let metadata = metadata?;
+    // SAFETY: jsonb_object_field_text reads a jsonb and a text datum, both valid for the call,
+    // and returns a new text in the current memory context, or NULL.
+    let name: Option<String> = unsafe {
+        pgrx::fcinfo::direct_function_call(
+            pg_sys::jsonb_object_field_text,
+            &[
+                Some(metadata.datum()),
+                pgrx::IntoDatum::into_datum("correlationStreamName"),
+            ],
+        )
+    };
+    name.map(|name| match name.split_once('-') {
+        Some((category, _)) => category.to_owned(),
+        None => name,
+    })
 }
 
 /// A `write_message` call's arguments as they came, for the checked write.

@@ -2,22 +2,21 @@
 //! prepared only where the store is installed, by its functions' first calls (not in the list of
 //! `statement_list`, which a database without the store prepares whole).
 
-use pgrx::pg_sys;
-
-use super::{Message, Unchecked};
+use super::index_row::IndexRow;
+use super::Unchecked;
 use crate::pg::spi::{Int8, JsonbValue, NotNull, Text, Tid};
 use crate::statements;
 
 statements! {
-    /// A message's row of `message_index`: stream `$1`, position `$2`, type `$3`, the category
-    /// of its metadata's `correlationStreamName` (`$4`), id `$5`, order key `$6`, and its
-    /// record's address `$7` (NULL where the append went by SQL). Its `write_order` is the
-    /// sequence's next, taken after the key.
-    pub INDEX_MESSAGE: Statement<(Text, Int8, Text, JsonbValue, Text, Int8, Tid), ()> = write(
+    /// A message's row of `message_index` ([`super::index_row`], which computes every value):
+    /// stream `$1`, position `$2`, type `$3`, correlation category `$4`, id `$5`, order key `$6`,
+    /// its record's address `$7` (NULL where the append went by SQL), and the next of the
+    /// sequence `write_order`.
+    pub INDEX_MESSAGE: Statement<(Text, Int8, Text, Text, Text, Int8, Tid), ()> = write(
         "INSERT INTO message_store.message_index
-             (stream_name, position, type, correlation_category, id, writer, record)
-         VALUES ($1, $2, $3, split_part($4 ->> 'correlationStreamName', '-', 1), $5::uuid,
-                 $6::text::xid8, $7)"
+             (stream_name, position, type, correlation_category, id, writer, write_order, record)
+         VALUES ($1, $2, $3, $4, $5::uuid, $6::text::xid8,
+                 pg_catalog.nextval('message_store.write_order'), $7)"
     );
 
     /// message-db's checked write (`message_store.write_message_checked`, PL/pgSQL): the
@@ -29,23 +28,18 @@ statements! {
 }
 
 /// [`INDEX_MESSAGE`].
-pub fn index_message(
-    message: &Message<'_, '_>,
-    position: i64,
-    key: i64,
-    record: Option<pg_sys::ItemPointerData>,
-) {
+pub fn index_message(row: IndexRow<'_>) {
     statements::connect(|session| {
         session.run(
             &INDEX_MESSAGE,
             (
-                message.stream.as_str(),
-                position,
-                message.message_type,
-                message.metadata,
-                message.id.as_str(),
-                key,
-                record,
+                row.stream,
+                row.position,
+                row.message_type,
+                row.correlation_category,
+                row.id,
+                row.key,
+                row.record,
             ),
         );
     });

@@ -43,11 +43,10 @@ pub struct Table {
 pub struct TableName {
     schema: &'static CStr,
     name: &'static CStr,
-    /// The one trigger the table may carry: its name and its function (in the table's
+    /// The one trigger the table may carry, if any: its name and its function (in the table's
     /// schema), statement-level and BEFORE; the direct path does not fire it (its owner vouches
-    /// that it lets the writer through).
-    trigger: &'static CStr,
-    trigger_function: &'static CStr,
+    /// that it lets the writer through). `None`: the table carries no trigger.
+    trigger: Option<(&'static CStr, &'static CStr)>,
     /// (schema, table) as last found; InvalidOid before.
     found: Cell<(pg_sys::Oid, pg_sys::Oid)>,
     /// The trigger (its OID) last found to be that one.
@@ -64,8 +63,18 @@ impl TableName {
         TableName {
             schema,
             name,
-            trigger,
-            trigger_function,
+            trigger: Some((trigger, trigger_function)),
+            found: Cell::new((pg_sys::InvalidOid, pg_sys::InvalidOid)),
+            trigger_checked: Cell::new(pg_sys::InvalidOid),
+        }
+    }
+
+    /// A table that carries no trigger (any trigger sends its writes to SQL).
+    pub const fn without_triggers(schema: &'static CStr, name: &'static CStr) -> TableName {
+        TableName {
+            schema,
+            name,
+            trigger: None,
             found: Cell::new((pg_sys::InvalidOid, pg_sys::InvalidOid)),
             trigger_checked: Cell::new(pg_sys::InvalidOid),
         }
@@ -87,6 +96,12 @@ impl TableName {
         }
         // SAFETY: the descriptor's numtriggers entries; catalog lookups of the trigger's function.
         unsafe {
+            if (*triggers).numtriggers == 0 {
+                return true;
+            }
+            let Some((its_trigger, its_function)) = self.trigger else {
+                return false;
+            };
             if (*triggers).numtriggers != 1 {
                 return false;
             }
@@ -94,7 +109,7 @@ impl TableName {
             let tgtype = u32::try_from((*trigger).tgtype).unwrap_or(u32::MAX);
             if tgtype & (pg_sys::TRIGGER_TYPE_ROW | pg_sys::TRIGGER_TYPE_INSTEAD) != 0
                 || tgtype & pg_sys::TRIGGER_TYPE_BEFORE == 0
-                || CStr::from_ptr((*trigger).tgname) != self.trigger
+                || CStr::from_ptr((*trigger).tgname) != its_trigger
             {
                 return false;
             }
@@ -104,7 +119,7 @@ impl TableName {
             let function = (*trigger).tgfoid;
             let name = raw::get_func_name(function);
             let its_own = !name.is_null()
-                && CStr::from_ptr(name) == self.trigger_function
+                && CStr::from_ptr(name) == its_function
                 && raw::get_func_namespace(function) == namespace;
             if its_own {
                 self.trigger_checked.set((*trigger).tgoid);
@@ -117,7 +132,7 @@ impl TableName {
     ///
     /// # Safety
     /// In a transaction, inside `catching`.
-    unsafe fn open(&self) -> Option<pg_sys::Relation> {
+    pub(super) unsafe fn open(&self) -> Option<pg_sys::Relation> {
         let lock = pg_sys::RowExclusiveLock as pg_sys::LOCKMODE;
         // SAFETY: catalog lookups and relation opens in a transaction; the relation's pg_class
         // row is read while it is open.
@@ -149,6 +164,32 @@ impl TableName {
     }
 }
 
+impl TableName {
+    /// Whether `relation` (this table, open) is one the executor would write with nothing of
+    /// its own to add: a plain heap table written by its owner, with no row security, rules,
+    /// inheritance, CHECK constraints, generated columns or triggers (but the one it names).
+    ///
+    /// # Safety
+    /// `relation` opened by [`TableName::open`], inside `catching`.
+    pub(super) unsafe fn plain(&self, relation: pg_sys::Relation) -> bool {
+        // SAFETY: the open relation's pg_class row, tuple descriptor and trigger descriptor.
+        unsafe {
+            let class = (*relation).rd_rel;
+            (*class).relkind as u8 == pg_sys::RELKIND_RELATION
+                && (*class).relam == pg_sys::HEAP_TABLE_AM_OID
+                // the executor would apply these: the SQL path decides
+                && !(*class).relrowsecurity
+                && !(*class).relhasrules
+                && !(*class).relhassubclass
+                && !(*class).relispartition
+                && no_checks_or_generated_columns((*relation).rd_att)
+                // privileges: the owner's are not checked (the SQL path checks anyone's)
+                && raw::GetUserId() == (*class).relowner
+                && self.only_its_own_trigger((*relation).trigdesc, (*class).relnamespace)
+        }
+    }
+}
+
 /// What a row lock found.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Locked {
@@ -175,19 +216,7 @@ impl Table {
         // the end of the transaction (the lock is kept).
         unsafe {
             let relation = named.open()?;
-            let class = (*relation).rd_rel;
-            let plain = (*class).relkind as u8 == pg_sys::RELKIND_RELATION
-                && (*class).relam == pg_sys::HEAP_TABLE_AM_OID
-                // the executor would apply these: the SQL path decides
-                && !(*class).relrowsecurity
-                && !(*class).relhasrules
-                && !(*class).relhassubclass
-                && !(*class).relispartition
-                && no_checks_or_generated_columns((*relation).rd_att)
-                // privileges: the owner's are not checked (the SQL path checks anyone's)
-                && raw::GetUserId() == (*class).relowner
-                && named.only_its_own_trigger((*relation).trigdesc, (*class).relnamespace);
-            let key = if plain {
+            let key = if named.plain(relation) {
                 the_one_unique_index(relation)
             } else {
                 None
@@ -227,18 +256,8 @@ impl Table {
 
     /// The number of the column `name` of type `type_oid`, `None` when there is none.
     pub fn column(self, name: &CStr, type_oid: pg_sys::Oid) -> Option<c_int> {
-        // SAFETY: the open relation's tuple descriptor, valid while it is open; attribute i < natts.
-        unsafe {
-            let desc = (*self.relation).rd_att;
-            (0..(*desc).natts).find_map(|i| {
-                let attribute = attribute(desc, i);
-                let found = !(*attribute).attisdropped
-                    && CStr::from_ptr((*attribute).attname.data.as_ptr()) == name;
-                found.then(|| {
-                    ((*attribute).atttypid == type_oid).then_some(c_int::from((*attribute).attnum))
-                })?
-            })
-        }
+        // SAFETY: the relation is open.
+        unsafe { column_number(self.relation, name, type_oid) }
     }
 
     /// A slot for this table's rows as its access method stores them (pinning a buffer).
@@ -643,6 +662,59 @@ unsafe fn the_one_unique_index(relation: pg_sys::Relation) -> Option<pg_sys::Rel
             raw::index_close(index, pg_sys::NoLock as pg_sys::LOCKMODE);
             None
         }
+    }
+}
+
+/// The number of the column `name` of type `type_oid` of `relation`, `None` when there is none.
+///
+/// # Safety
+/// `relation` is open.
+pub(super) unsafe fn column_number(
+    relation: pg_sys::Relation,
+    name: &CStr,
+    type_oid: pg_sys::Oid,
+) -> Option<c_int> {
+    // SAFETY: the open relation's tuple descriptor, valid while it is open; attribute i < natts.
+    unsafe {
+        let desc = (*relation).rd_att;
+        (0..(*desc).natts).find_map(|i| {
+            let attribute = attribute(desc, i);
+            let found = !(*attribute).attisdropped
+                && CStr::from_ptr((*attribute).attname.data.as_ptr()) == name;
+            found.then(|| {
+                ((*attribute).atttypid == type_oid).then_some(c_int::from((*attribute).attnum))
+            })?
+        })
+    }
+}
+
+/// The number of columns of `relation` that are not dropped.
+///
+/// # Safety
+/// `relation` is open.
+pub(super) unsafe fn live_column_count(relation: pg_sys::Relation) -> usize {
+    // SAFETY: the open relation's tuple descriptor, valid while it is open; attribute i < natts.
+    unsafe {
+        let desc = (*relation).rd_att;
+        (0..(*desc).natts)
+            .filter(|&i| !(*attribute(desc, i)).attisdropped)
+            .count()
+    }
+}
+
+/// Whether `nulls` (one per column, column n at n - 1, dropped ones included) puts a NULL in a
+/// column that is NOT NULL.
+///
+/// # Safety
+/// `relation` is open.
+pub(super) unsafe fn null_refused(relation: pg_sys::Relation, nulls: &[bool]) -> bool {
+    // SAFETY: the open relation's tuple descriptor, valid while it is open; attribute i < natts.
+    unsafe {
+        let desc = (*relation).rd_att;
+        (0..(*desc).natts).zip(nulls).any(|(i, &null)| {
+            let attribute = attribute(desc, i);
+            null && !(*attribute).attisdropped && (*attribute).attnotnull
+        })
     }
 }
 

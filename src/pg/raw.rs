@@ -255,6 +255,45 @@ unsafe extern "C-unwind" {
         index_unchanged: bool,
         info: *mut pg_sys::IndexInfo,
     ) -> bool;
+    // Rows inserted with every index entry (`super::insert`), as the executor inserts them.
+    pub fn CreateExecutorState() -> *mut pg_sys::EState;
+    pub fn FreeExecutorState(estate: *mut pg_sys::EState);
+    pub fn InitResultRelInfo(
+        info: *mut pg_sys::ResultRelInfo,
+        relation: pg_sys::Relation,
+        range_table_index: pg_sys::Index,
+        partition_root: *mut pg_sys::ResultRelInfo,
+        instrument_options: c_int,
+    );
+    pub fn ExecOpenIndices(info: *mut pg_sys::ResultRelInfo, speculative: bool);
+    pub fn ExecCloseIndices(info: *mut pg_sys::ResultRelInfo);
+    pub fn ExecStoreVirtualTuple(slot: *mut pg_sys::TupleTableSlot) -> *mut pg_sys::TupleTableSlot;
+    pub fn simple_table_tuple_insert(relation: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlot);
+    #[cfg(feature = "pg15")]
+    pub fn ExecInsertIndexTuples(
+        info: *mut pg_sys::ResultRelInfo,
+        slot: *mut pg_sys::TupleTableSlot,
+        estate: *mut pg_sys::EState,
+        update: bool,
+        no_dup_err: bool,
+        spec_conflict: *mut bool,
+        arbiter_indexes: *mut pg_sys::List,
+    ) -> *mut pg_sys::List;
+    /// PostgreSQL 16 adds `only_summarizing` (for HOT updates).
+    #[cfg(not(feature = "pg15"))]
+    #[allow(clippy::too_many_arguments)]
+    pub fn ExecInsertIndexTuples(
+        info: *mut pg_sys::ResultRelInfo,
+        slot: *mut pg_sys::TupleTableSlot,
+        estate: *mut pg_sys::EState,
+        update: bool,
+        no_dup_err: bool,
+        spec_conflict: *mut bool,
+        arbiter_indexes: *mut pg_sys::List,
+        only_summarizing: bool,
+    ) -> *mut pg_sys::List;
+    /// A sequence's next value (`nextval(regclass)`), called through `DirectFunctionCall1Coll`.
+    pub fn nextval_oid(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum;
     pub fn RelationGetNumberOfBlocksInFork(
         relation: pg_sys::Relation,
         fork: pg_sys::ForkNumber::Type,
@@ -339,6 +378,14 @@ fn declarations_match_the_servers_headers() {
         simple_heap_insert(A, B);
         FormIndexDatum(A, B, C, D, E);
         index_insert(A, B, C, D, E, F, G, H);
+        CreateExecutorState();
+        FreeExecutorState(A);
+        InitResultRelInfo(A, B, C, D, E);
+        ExecOpenIndices(A, B);
+        ExecCloseIndices(A);
+        ExecStoreVirtualTuple(A);
+        simple_table_tuple_insert(A, B);
+        nextval_oid(A);
         RelationGetNumberOfBlocksInFork(A, B);
         get_func_name(A);
         GetUserId();
@@ -351,6 +398,10 @@ fn declarations_match_the_servers_headers() {
     same_signature! { index_beginscan(A, B, C, D, E); }
     #[cfg(feature = "pg18")]
     same_signature! { index_beginscan(A, B, C, D, E, F); }
+    #[cfg(feature = "pg15")]
+    same_signature! { ExecInsertIndexTuples(A, B, C, D, E, F, G); }
+    #[cfg(not(feature = "pg15"))]
+    same_signature! { ExecInsertIndexTuples(A, B, C, D, E, F, G, H); }
     #[cfg(feature = "pg15")]
     same_signature! { heap_update(A, B, C, D, E, F, G, H); }
     #[cfg(not(feature = "pg15"))]

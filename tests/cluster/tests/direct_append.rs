@@ -724,3 +724,311 @@ fn a_direct_append_passes_a_lock_on_the_map_its_own_transaction_holds() {
     client.batch_execute("COMMIT").expect("commit");
     other.batch_execute("COMMIT").expect("commit");
 }
+
+// (0.5) The message store's index row (`message_store.message_index`), written directly with
+// its index entries or by its statement: the same rows, the same answers, the same errors.
+
+/// The ids a message workload draws from: few, so that some are used twice.
+fn message_id(random: &mut Random) -> String {
+    format!("00000000-0000-4000-8000-{:012x}", random.below(90))
+}
+
+/// Metadata of every shape `correlation_category` reads: a correlation stream with a category,
+/// one without `-`, one starting with `-`, a number, JSON null, an object, a non-object, none.
+const METADATA: [&str; 9] = [
+    "'{\"correlationStreamName\": \"corr-7\"}'",
+    "'{\"correlationStreamName\": \"corr-7+x-y\", \"other\": 1}'",
+    "'{\"correlationStreamName\": \"plain\"}'",
+    "'{\"correlationStreamName\": \"-lead\"}'",
+    "'{\"correlationStreamName\": 12.50}'",
+    "'{\"correlationStreamName\": null}'",
+    "'{\"correlationStreamName\": {\"a-b\": 1}}'",
+    "'[\"correlationStreamName\"]'",
+    "NULL",
+];
+
+const STREAMS: [&str; 6] = ["acc-1", "acc-2", "acc-3", "pay-1", "pay-2", "loose"];
+
+fn message_run(cluster: &Cluster, database: &str, direct: bool) -> Vec<String> {
+    let mut writer = cluster.database(database);
+    let mut other = cluster.connect(database);
+    writer
+        .batch_execute("CREATE EXTENSION chunked_map_message_store")
+        .expect("store");
+    for client in [&mut writer, &mut other] {
+        client
+            .batch_execute(&format!("SET chunked_map.direct_append = {direct}"))
+            .expect("setting");
+    }
+    let mut random = Random(0x3e55_a9e5_0000_2026);
+    let mut answers = Vec::new();
+    for step in 0..300 {
+        let isolation = random.pick(&ISOLATION);
+        answers.push(answer(
+            &mut writer,
+            &format!("BEGIN ISOLATION LEVEL {isolation}"),
+        ));
+        answers.push(answer(
+            &mut writer,
+            "SELECT message_store.stream_version('acc-1')",
+        ));
+        // another transaction's write, committed after the writer's snapshot
+        if random.chance(15) {
+            let stream = random.pick(&STREAMS);
+            let id = message_id(&mut random);
+            answers.push(answer(
+                &mut other,
+                &format!(
+                    "SELECT message_store.write_message('{id}', '{stream}', 'Late', '{{\"step\": {step}}}')"
+                ),
+            ));
+        }
+        for _ in 0..1 + random.below(6) {
+            let stream = random.pick(&STREAMS);
+            let id = message_id(&mut random);
+            let metadata = random.pick(&METADATA);
+            let sql = match random.below(100) {
+                0..=64 => format!(
+                    "SELECT message_store.write_message('{id}', '{stream}', 'Done', '{{\"step\": {step}}}', {metadata})"
+                ),
+                65..=79 => format!(
+                    "SELECT message_store.write_message('{id}', '{stream}', 'Done', '{{\"step\": {step}}}', {metadata}, {})",
+                    random.below(8) as i64 - 1
+                ),
+                80..=84 => format!(
+                    "SELECT message_store.write_message('{id}', '{stream}', NULL, '{{}}')"
+                ),
+                85..=89 => "SAVEPOINT s".to_owned(),
+                90..=94 => "ROLLBACK TO SAVEPOINT s".to_owned(),
+                _ => format!(
+                    "SELECT count(*) FROM message_store.get_stream_messages('{stream}')"
+                ),
+            };
+            answers.push(answer(&mut writer, &sql));
+        }
+        let end = if random.chance(85) {
+            "COMMIT"
+        } else {
+            "ROLLBACK"
+        };
+        answers.push(answer(&mut writer, end));
+    }
+    // the rows, each read through the index it has entries in (not the table)
+    writer
+        .batch_execute("SET enable_seqscan = off; SET enable_bitmapscan = off")
+        .expect("index scans");
+    for query in [
+        // the primary key
+        "SELECT stream_name, position, type, correlation_category, id, write_order
+         FROM message_store.message_index ORDER BY stream_name, position",
+        // the ids
+        "SELECT i.id, i.stream_name, i.position FROM generate_series(0, 89) AS g,
+             LATERAL (SELECT * FROM message_store.message_index AS m
+                      WHERE m.id = ('00000000-0000-4000-8000-' || lpad(to_hex(g), 12, '0'))::uuid) AS i
+         ORDER BY g",
+        // the messages waiting for a global position, in the order the numbering takes them
+        "SELECT stream_name, position FROM message_store.message_index
+         WHERE global_position IS NULL ORDER BY writer, write_order",
+        // the category batches number them, then read them off the category index
+        "SELECT global_position, stream_name, position, type, metadata::text
+         FROM message_store.get_category_messages('acc', 1, 1000)",
+        "SELECT global_position, stream_name, position, type
+         FROM message_store.get_category_messages('pay', 1, 1000)",
+        "SELECT global_position, stream_name, position
+         FROM message_store.get_category_messages('acc', 1, 1000, 'corr')",
+        "SELECT stream_name, position, correlation_category, global_position
+         FROM message_store.message_index
+         WHERE split_part(stream_name, '-', 1) = 'acc' AND global_position IS NOT NULL
+         ORDER BY split_part(stream_name, '-', 1), global_position",
+        "SELECT count(*) FROM message_store.message_index",
+    ] {
+        answers.push(format!("{query} => {}", answer(&mut writer, query)));
+    }
+    answers
+}
+
+#[test]
+fn a_random_message_workload_answers_the_same_and_indexes_the_same_through_both_paths() {
+    let cluster = Cluster::start();
+    let through_sql = message_run(&cluster, "messages_sql", false);
+    let direct = message_run(&cluster, "messages_direct", true);
+    assert_eq!(through_sql.len(), direct.len(), "calls made");
+    for (i, (by_sql, directly)) in through_sql.iter().zip(&direct).enumerate() {
+        assert_eq!(by_sql, directly, "answer {i}");
+    }
+    // the workload meets what it is meant to: duplicate ids, wrong expected versions, a
+    // missing type, writes after the snapshot (under REPEATABLE READ and SERIALIZABLE)
+    for code in ["23505", "P0001", "23502", "40001"] {
+        assert!(
+            direct
+                .iter()
+                .any(|answer| answer.starts_with(&format!("error {code}"))),
+            "no {code} in the workload"
+        );
+    }
+    let rows = direct.last().expect("the count");
+    assert!(
+        !rows.ends_with("ok 0") && !rows.contains("error"),
+        "messages written: {rows}"
+    );
+}
+
+/// The error a duplicate id meets in another stream, with where PostgreSQL says it was raised.
+fn duplicate_id_error(client: &mut Client) -> (String, String, Option<String>) {
+    let error = client
+        .batch_execute(
+            "SELECT message_store.write_message('00000000-0000-4000-8000-0000000000aa', 'dup-2', 'Opened', '{}')",
+        )
+        .expect_err("a duplicate id");
+    let db = error.as_db_error().expect("a server error");
+    (
+        db.code().code().to_owned(),
+        db.message().to_owned(),
+        db.where_().map(str::to_owned),
+    )
+}
+
+#[test]
+fn a_message_index_row_runs_no_statement_when_written_directly() {
+    let cluster = Cluster::start();
+    let mut client = cluster.database("index_row");
+    client
+        .batch_execute(
+            "CREATE EXTENSION chunked_map_message_store;
+             SELECT message_store.write_message('00000000-0000-4000-8000-0000000000aa', 'dup-1', 'Opened', '{}');",
+        )
+        .expect("setup");
+    // the same error both ways; only the statement's says the statement it was raised in
+    let (code, message, context) = duplicate_id_error(&mut client);
+    assert_eq!(
+        (code.as_str(), message.as_str()),
+        (
+            "23505",
+            "duplicate key value violates unique constraint \"messages_id\""
+        )
+    );
+    assert_eq!(context, None, "written directly");
+    client
+        .batch_execute("SET chunked_map.direct_append = off")
+        .expect("setting");
+    let (code, message, context) = duplicate_id_error(&mut client);
+    assert_eq!(
+        (code.as_str(), message.as_str()),
+        (
+            "23505",
+            "duplicate key value violates unique constraint \"messages_id\""
+        )
+    );
+    let context = context.expect("the statement's context");
+    assert!(
+        context.contains("INSERT INTO message_store.message_index"),
+        "{context}"
+    );
+}
+
+/// Runs `steps` written directly and through SQL, each in a new database with the store: both
+/// answer the same, and each answer starts as its step expects (so that a step meant to change
+/// the table did, and a write meant to fail failed as the statement fails).
+fn same_both_ways_as_expected(cluster: &Cluster, name: &str, steps: &[(String, &str)]) {
+    let statements: Vec<&str> = std::iter::once("CREATE EXTENSION chunked_map_message_store")
+        .chain(steps.iter().map(|(sql, _)| sql.as_str()))
+        .collect();
+    let through_sql = answers(cluster, &format!("{name}_sql"), false, &statements);
+    let direct = answers(cluster, &format!("{name}_direct"), true, &statements);
+    for (by_sql, directly) in through_sql.iter().zip(&direct) {
+        assert_eq!(by_sql, directly, "{name}");
+    }
+    for ((sql, expected), answer) in steps.iter().zip(direct.iter().skip(1)) {
+        let answered = answer.strip_prefix(&format!("{sql} => ")).unwrap_or(answer);
+        assert!(
+            answered.starts_with(expected),
+            "{name}: {sql} answered {answered}, not {expected}"
+        );
+    }
+}
+
+/// A write of message `n` (its id) to `stream`, with `metadata`.
+fn write_n(n: u32, stream: &str, metadata: &str) -> String {
+    format!(
+        "SELECT message_store.write_message('00000000-0000-4000-8000-{n:012}', '{stream}', 'Opened', '{{\"n\": {n}}}', {metadata})"
+    )
+}
+
+const CORRELATED: &str = "'{\"correlationStreamName\": \"c-1\"}'";
+
+#[test]
+fn constraints_rules_triggers_and_columns_on_the_message_index_act_as_through_sql() {
+    let cluster = Cluster::start();
+    let rows = "SELECT stream_name, position, correlation_category, id FROM message_store.message_index ORDER BY id".to_owned();
+    let step = |sql: &str, expected: &'static str| (sql.to_owned(), expected);
+    same_both_ways_as_expected(
+        &cluster,
+        "index_checks",
+        &[
+            (write_n(1, "acc-1", CORRELATED), "ok 0"),
+            step("ALTER TABLE message_store.message_index ADD CONSTRAINT short CHECK (length(stream_name) < 6)", "ok"),
+            (write_n(2, "acc-22", CORRELATED), "error 23514"),
+            (write_n(3, "acc-2", CORRELATED), "ok 0"),
+            step("ALTER TABLE message_store.message_index DROP CONSTRAINT short", "ok"),
+            step("ALTER TABLE message_store.message_index ALTER COLUMN correlation_category SET NOT NULL", "ok"),
+            (write_n(4, "acc-1", "NULL"), "error 23502"),
+            (write_n(5, "acc-1", CORRELATED), "ok 1"),
+            step("ALTER TABLE message_store.message_index ALTER COLUMN correlation_category DROP NOT NULL", "ok"),
+            step("ALTER TABLE message_store.message_index ADD COLUMN noted text DEFAULT 'noted'", "ok"),
+            (write_n(6, "acc-1", "NULL"), "ok 2"),
+            step("SELECT count(*) FILTER (WHERE noted = 'noted') FROM message_store.message_index", "ok 4"),
+            step("ALTER TABLE message_store.message_index DROP COLUMN noted", "ok"),
+            (write_n(7, "acc-1", "NULL"), "ok 3"),
+            step("ALTER TABLE message_store.message_index ADD COLUMN twice bigint GENERATED ALWAYS AS (position * 2) STORED", "ok"),
+            (write_n(8, "acc-1", "NULL"), "ok 4"),
+            step("SELECT twice FROM message_store.message_index WHERE position = 4", "ok 8"),
+            step("ALTER TABLE message_store.message_index DROP COLUMN twice", "ok"),
+            (rows.clone(), "ok acc-1|0|c|"),
+        ],
+    );
+    same_both_ways_as_expected(
+        &cluster,
+        "index_uniqueness",
+        &[
+            // checked at the end of the transaction, as a deferred constraint is
+            step("ALTER TABLE message_store.message_index ADD CONSTRAINT one_each UNIQUE (type, correlation_category) DEFERRABLE INITIALLY DEFERRED", "ok"),
+            step("BEGIN", "ok"),
+            (write_n(1, "acc-1", CORRELATED), "ok 0"),
+            (write_n(2, "acc-2", CORRELATED), "ok 0"),
+            step("COMMIT", "error 23505"),
+            (write_n(3, "acc-1", CORRELATED), "ok 0"),
+            step("ALTER TABLE message_store.message_index DROP CONSTRAINT one_each", "ok"),
+            // an exclusion constraint, checked at once
+            step("ALTER TABLE message_store.message_index ADD CONSTRAINT one_per_type EXCLUDE USING btree (type WITH =, correlation_category WITH =)", "ok"),
+            (write_n(4, "acc-2", CORRELATED), "error 23P01"),
+            (write_n(5, "acc-2", "NULL"), "ok 0"),
+            (rows.clone(), "ok acc-1|0|c|"),
+        ],
+    );
+    same_both_ways_as_expected(
+        &cluster,
+        "index_rules_triggers",
+        &[
+            step("CREATE TABLE public.audit (what text)", "ok"),
+            step("CREATE RULE audit AS ON INSERT TO message_store.message_index DO ALSO INSERT INTO public.audit VALUES ('rule ' || new.stream_name)", "ok"),
+            (write_n(1, "acc-1", "NULL"), "ok 0"),
+            step("DROP RULE audit ON message_store.message_index", "ok"),
+            step("CREATE FUNCTION public.audit_fn() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO public.audit VALUES (TG_WHEN || ' ' || TG_LEVEL); RETURN NULL; END $$", "ok"),
+            step("CREATE TRIGGER each_row AFTER INSERT ON message_store.message_index FOR EACH ROW EXECUTE FUNCTION public.audit_fn()", "ok"),
+            (write_n(2, "acc-1", "NULL"), "ok 1"),
+            step("DROP TRIGGER each_row ON message_store.message_index", "ok"),
+            step("CREATE TRIGGER each_statement BEFORE INSERT ON message_store.message_index FOR EACH STATEMENT EXECUTE FUNCTION public.audit_fn()", "ok"),
+            (write_n(3, "acc-1", "NULL"), "ok 2"),
+            step("DROP TRIGGER each_statement ON message_store.message_index", "ok"),
+            step("CREATE TABLE public.streams (name text PRIMARY KEY)", "ok"),
+            step("ALTER TABLE message_store.message_index ADD CONSTRAINT known FOREIGN KEY (stream_name) REFERENCES public.streams NOT VALID", "ok"),
+            (write_n(4, "acc-1", "NULL"), "error 23503"),
+            step("INSERT INTO public.streams VALUES ('acc-1')", "ok"),
+            (write_n(5, "acc-1", "NULL"), "ok 3"),
+            step("ALTER TABLE message_store.message_index DROP CONSTRAINT known", "ok"),
+            (write_n(6, "acc-1", "NULL"), "ok 4"),
+            step("SELECT what FROM public.audit ORDER BY what", "ok AFTER ROW;BEFORE STATEMENT;rule acc-1"),
+            (rows.clone(), "ok acc-1|0|NULL|"),
+        ],
+    );
+}
