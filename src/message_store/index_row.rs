@@ -13,7 +13,8 @@
 //! the table does not have exactly the columns the store made.
 //!
 //! It runs as the write's role (`message_store.write_message` and `append_message` are
-//! SECURITY DEFINER: the store's owner, the table's); it sees what the statement would: the
+//! SECURITY DEFINER: the store's owner, the table's), with the statement's `search_path`
+//! (`statements::SEARCH_PATH`: what an index's functions run by it find); it sees what the statement would: the
 //! command counter is advanced after it, so that what follows in the transaction sees the row
 //! (the append advanced it before).
 
@@ -23,6 +24,7 @@ use pgrx::pg_sys;
 
 use super::statements;
 use crate::direct_append;
+use crate::guc;
 use crate::pg::boundary::{catching, OrRethrow};
 use crate::pg::heap::TableName;
 use crate::pg::insert::Insertion;
@@ -54,6 +56,19 @@ pub fn write(row: IndexRow<'_>) {
     }
 }
 
+/// Whether `row` was written directly; `false`, having written nothing, where it was declined.
+/// With the statements' `search_path`, as its statement runs: a function an index's expression
+/// or predicate calls, or an operator class's, runs as the store's owner, and must not find a
+/// look-alike the caller put on its own path.
+fn written_directly(row: IndexRow<'_>) -> bool {
+    guc::with_server_setting(c"search_path", crate::statements::SEARCH_PATH, || {
+        // SAFETY: only plain values and references cross into the call, which runs inside
+        // `catching` and allocates only in the insertion's memory (freed by its close; on an
+        // error, with the caller's memory, of which it is a child).
+        unsafe { catching(|| insert(row)) }.or_rethrow()
+    })
+}
+
 thread_local! {
     static MESSAGE_INDEX: TableName = const {
         TableName::without_triggers(c"message_store", c"message_index")
@@ -75,14 +90,6 @@ const COLUMNS: [(&CStr, pg_sys::Oid); 9] = [
 
 /// The most columns (dropped ones included) the direct write fills.
 const MAX_COLUMNS: usize = 32;
-
-/// Whether `row` was written directly; `false`, having written nothing, where it was declined.
-fn written_directly(row: IndexRow<'_>) -> bool {
-    // SAFETY: only plain values and references cross into the call, which runs inside
-    // `catching` and allocates only in the insertion's memory (freed by its close; on an error,
-    // with the caller's memory, of which it is a child).
-    unsafe { catching(|| insert(row)) }.or_rethrow()
-}
 
 /// # Safety
 /// In a transaction, inside `catching`.
@@ -150,16 +157,22 @@ unsafe fn insert(row: IndexRow<'_>) -> bool {
     }
 }
 
+/// The one of [`COLUMNS`] the statement leaves out, to its default (none, as the store made it).
+const LEFT_OUT: usize = 7;
+
 /// Where each of [`COLUMNS`] is in the table (from 0), `None` unless the table has those
-/// columns, of those types, and no other.
+/// columns, of those types, and no other, and the one the statement leaves out has no default.
 fn column_numbers(table: Insertion) -> Option<[usize; 9]> {
     if table.live_columns() != COLUMNS.len() || table.columns() > MAX_COLUMNS {
         return None;
     }
     let mut numbers = [0usize; 9];
-    for (number, (name, type_oid)) in numbers.iter_mut().zip(COLUMNS) {
+    for (i, (name, type_oid)) in COLUMNS.into_iter().enumerate() {
         let column = table.column(name, type_oid)?;
-        *number = usize::try_from(column).ok()?.checked_sub(1)?;
+        if i == LEFT_OUT && table.has_default(column) {
+            return None;
+        }
+        numbers[i] = usize::try_from(column).ok()?.checked_sub(1)?;
     }
     Some(numbers)
 }

@@ -1,10 +1,11 @@
 //! (0.5) The message store's write (`chunked_map_message_store`, docs/message-db.md): a message
 //! appended to its stream and indexed, in one call of this library, with no PL/pgSQL and no `SET`
 //! clause on the way (what the PL/pgSQL write cost beyond its append and index row: its own
-//! statements and its settings, docs/message-db.md, "What it costs"). The index row's statement
-//! sets its `search_path` for itself, as every statement of the library does.
+//! statements and its settings, docs/message-db.md, "What it costs"). The index row is written
+//! through the table's and its indexes' access methods where it can be, by a statement otherwise.
 //!
 //! - `api`: the store's SQL functions that are C functions of this library;
+//! - `index_row`: a message's row of `message_index`, directly or by its statement;
 //! - `statements`: the store's SQL statements, which name its tables (not `statements`, whose
 //!   statements are prepared in every database, with or without the store).
 //!

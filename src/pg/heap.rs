@@ -165,16 +165,24 @@ impl TableName {
 }
 
 impl TableName {
-    /// Whether `relation` (this table, open) is one the executor would write with nothing of
-    /// its own to add: a plain heap table written by its owner, with no row security, rules,
-    /// inheritance, CHECK constraints, generated columns or triggers (but the one it names).
+    /// Whether `relation` (this table, open) is one the executor would write with `command`
+    /// with nothing of its own to add: a plain heap table written by its owner, who holds the
+    /// privileges the statement needs (an owner can revoke its own), with no row security,
+    /// rules, inheritance, CHECK constraints, generated columns or triggers (but the one it
+    /// names).
     ///
     /// # Safety
     /// `relation` opened by [`TableName::open`], inside `catching`.
-    pub(super) unsafe fn plain(&self, relation: pg_sys::Relation) -> bool {
-        // SAFETY: the open relation's pg_class row, tuple descriptor and trigger descriptor.
+    pub(super) unsafe fn plain(
+        &self,
+        relation: pg_sys::Relation,
+        command: pg_sys::CmdType::Type,
+    ) -> bool {
+        // SAFETY: the open relation's pg_class row, tuple descriptor and trigger descriptor; a
+        // privilege check of its OID (in the catalog while it is open).
         unsafe {
             let class = (*relation).rd_rel;
+            let privileges = privileges_of(command);
             (*class).relkind as u8 == pg_sys::RELKIND_RELATION
                 && (*class).relam == pg_sys::HEAP_TABLE_AM_OID
                 // the executor would apply these: the SQL path decides
@@ -183,11 +191,30 @@ impl TableName {
                 && !(*class).relhassubclass
                 && !(*class).relispartition
                 && no_checks_or_generated_columns((*relation).rd_att)
-                // privileges: the owner's are not checked (the SQL path checks anyone's)
+                // privileges: the owner's only (the SQL path checks anyone's)
                 && raw::GetUserId() == (*class).relowner
                 && self.only_its_own_trigger((*relation).trigdesc, (*class).relnamespace)
+                && privileges != 0
+                && raw::pg_class_aclmask(
+                    (*relation).rd_id,
+                    raw::GetUserId(),
+                    privileges,
+                    pg_sys::AclMaskHow::ACLMASK_ALL,
+                ) == privileges
         }
     }
+}
+
+/// The privileges on a table its statement of `command` needs: an UPDATE by a row's address
+/// reads it (SELECT) and changes it (UPDATE); an INSERT, INSERT; none for another command (a
+/// table this module does not write).
+fn privileges_of(command: pg_sys::CmdType::Type) -> pg_sys::AclMode {
+    let privileges = match command {
+        pg_sys::CmdType::CMD_UPDATE => pg_sys::ACL_SELECT | pg_sys::ACL_UPDATE,
+        pg_sys::CmdType::CMD_INSERT => pg_sys::ACL_INSERT,
+        _ => 0,
+    };
+    pg_sys::AclMode::from(privileges)
 }
 
 /// What a row lock found.
@@ -216,7 +243,7 @@ impl Table {
         // the end of the transaction (the lock is kept).
         unsafe {
             let relation = named.open()?;
-            let key = if named.plain(relation) {
+            let key = if named.plain(relation, command) {
                 the_one_unique_index(relation)
             } else {
                 None
@@ -685,6 +712,19 @@ pub(super) unsafe fn column_number(
                 ((*attribute).atttypid == type_oid).then_some(c_int::from((*attribute).attnum))
             })?
         })
+    }
+}
+
+/// Whether column `number` (from 1) of `relation` has a default (which a statement that leaves
+/// the column out applies).
+///
+/// # Safety
+/// `relation` is open.
+pub(super) unsafe fn column_has_default(relation: pg_sys::Relation, number: c_int) -> bool {
+    // SAFETY: the open relation's tuple descriptor, valid while it is open; attribute i < natts.
+    unsafe {
+        let desc = (*relation).rd_att;
+        number >= 1 && number <= (*desc).natts && (*attribute(desc, number - 1)).atthasdef
     }
 }
 

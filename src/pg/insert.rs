@@ -10,7 +10,9 @@
 //! inheritance, CHECK constraints, generated columns or triggers), and
 //! - whose unique and exclusion indexes are all checked at once (a deferred check needs the
 //!   executor's queue of after-trigger events);
-//! - given a value for every column (no default is computed), a NULL in none that is NOT NULL:
+//! - given a value for every column (no default is computed: a caller that leaves a column NULL
+//!   where its statement leaves it out checks [`Insertion::has_default`]), a NULL in none that
+//!   is NOT NULL:
 //!   [`Insertion::insert`] declines such a row, having written nothing, and the statement
 //!   raises PostgreSQL's error (23502).
 //!
@@ -54,7 +56,7 @@ impl Insertion {
         // result relation allocated in the state's own memory.
         unsafe {
             let relation = named.open()?;
-            if !named.plain(relation) {
+            if !named.plain(relation, pg_sys::CmdType::CMD_INSERT) {
                 raw::table_close(relation, pg_sys::NoLock as pg_sys::LOCKMODE);
                 return None;
             }
@@ -120,6 +122,13 @@ impl Insertion {
     pub fn column(self, name: &CStr, type_oid: pg_sys::Oid) -> Option<c_int> {
         // SAFETY: the relation is open.
         unsafe { heap::column_number(self.relation, name, type_oid) }
+    }
+
+    /// Whether column `number` (from 1) has a default: a row that gives it no value (NULL) is
+    /// not the row a statement leaving it out writes.
+    pub fn has_default(self, number: c_int) -> bool {
+        // SAFETY: the relation is open.
+        unsafe { heap::column_has_default(self.relation, number) }
     }
 
     /// The number of the table's columns, dropped ones included (the length `insert` takes).

@@ -298,6 +298,12 @@ unsafe extern "C-unwind" {
         relation: pg_sys::Relation,
         fork: pg_sys::ForkNumber::Type,
     ) -> pg_sys::BlockNumber;
+    pub fn pg_class_aclmask(
+        table: pg_sys::Oid,
+        role: pg_sys::Oid,
+        mask: pg_sys::AclMode,
+        how: pg_sys::AclMaskHow::Type,
+    ) -> pg_sys::AclMode;
     pub fn get_func_name(function: pg_sys::Oid) -> *mut c_char;
     pub fn GetUserId() -> pg_sys::Oid;
     pub fn get_func_namespace(function: pg_sys::Oid) -> pg_sys::Oid;
@@ -388,6 +394,7 @@ fn declarations_match_the_servers_headers() {
         nextval_oid(A);
         RelationGetNumberOfBlocksInFork(A, B);
         get_func_name(A);
+        pg_class_aclmask(A, B, C, D);
         GetUserId();
         get_func_namespace(A);
         pg_detoast_datum(A);

@@ -983,6 +983,11 @@ fn constraints_rules_triggers_and_columns_on_the_message_index_act_as_through_sq
             (write_n(8, "acc-1", "NULL"), "ok 4"),
             step("SELECT twice FROM message_store.message_index WHERE position = 4", "ok 8"),
             step("ALTER TABLE message_store.message_index DROP COLUMN twice", "ok"),
+            // the one column the statement leaves out takes its default
+            step("ALTER TABLE message_store.message_index ALTER COLUMN global_position SET DEFAULT -7", "ok"),
+            (write_n(9, "acc-1", "NULL"), "ok 5"),
+            step("SELECT global_position FROM message_store.message_index WHERE position = 5", "ok -7"),
+            step("ALTER TABLE message_store.message_index ALTER COLUMN global_position DROP DEFAULT", "ok"),
             (rows.clone(), "ok acc-1|0|c|"),
         ],
     );
@@ -1031,4 +1036,117 @@ fn constraints_rules_triggers_and_columns_on_the_message_index_act_as_through_sq
             (rows.clone(), "ok acc-1|0|NULL|"),
         ],
     );
+    same_both_ways_as_expected(
+        &cluster,
+        "index_search_path",
+        &[
+            // an index on a function the owner wrote, which calls another unqualified: it runs
+            // as the owner, and finds what the statements' search_path finds, not the caller's
+            step("CREATE FUNCTION public.norm(s text) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT lower(s) $$", "ok"),
+            step("CREATE INDEX norm_idx ON message_store.message_index (public.norm(type))", "ok"),
+            step("CREATE SCHEMA evil", "ok"),
+            step("CREATE FUNCTION evil.lower(s text) RETURNS text LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'a look-alike ran'; END $$", "ok"),
+            step("SET search_path = evil, pg_catalog, public", "ok"),
+            (write_n(1, "acc-1", "NULL"), "ok 0"),
+            (write_n(2, "acc-1", "NULL"), "ok 1"),
+            step("RESET search_path", "ok"),
+            step("SET enable_seqscan = off", "ok"),
+            step("SELECT count(*) FROM message_store.message_index WHERE public.norm(type) = 'opened'", "ok 2"),
+            (rows, "ok acc-1|0|NULL|"),
+        ],
+    );
+}
+
+#[test]
+fn an_owner_that_revoked_its_own_privileges_is_refused_as_through_sql() {
+    let cluster = Cluster::start();
+    let mut admin = cluster.connect("postgres");
+    admin.batch_execute("CREATE ROLE boss LOGIN").expect("role");
+    let steps = [
+        (write_n(1, "acc-1", "NULL"), "ok 0"),
+        (
+            "REVOKE INSERT ON message_store.message_index FROM boss".to_owned(),
+            "ok",
+        ),
+        (
+            write_n(2, "acc-1", "NULL"),
+            "error 42501 permission denied for table message_index",
+        ),
+        (
+            "GRANT INSERT ON message_store.message_index TO boss".to_owned(),
+            "ok",
+        ),
+        (write_n(3, "acc-1", "NULL"), "ok 1"),
+        ("SELECT chunked_map.chunked_start('m', 10)".to_owned(), "ok"),
+        (
+            "REVOKE UPDATE ON chunked_map.map_state FROM boss".to_owned(),
+            "ok",
+        ),
+        (
+            "SELECT chunked_map.chunked_register('m', '{\"a\": 1}')".to_owned(),
+            "error 42501 permission denied for table map_state",
+        ),
+        (
+            "GRANT UPDATE ON chunked_map.map_state TO boss".to_owned(),
+            "ok",
+        ),
+        (
+            "REVOKE INSERT ON chunked_map.current_record FROM boss".to_owned(),
+            "ok",
+        ),
+        (
+            "SELECT chunked_map.chunked_register('m', '{\"a\": 2}')".to_owned(),
+            "error 42501 permission denied for table current_record",
+        ),
+        (
+            "GRANT INSERT ON chunked_map.current_record TO boss".to_owned(),
+            "ok",
+        ),
+        (
+            "SELECT chunked_map.chunked_register('m', '{\"a\": 3}')".to_owned(),
+            "ok 1",
+        ),
+        (
+            "SELECT count(*) FROM message_store.message_index".to_owned(),
+            "ok 2",
+        ),
+    ];
+    let mut runs = Vec::new();
+    for direct in [false, true] {
+        // the store made by boss as a superuser, who then is one no more: its owner, whose
+        // privileges on its own tables count
+        let database = format!("revoked_{direct}");
+        admin
+            .batch_execute("ALTER ROLE boss SUPERUSER")
+            .expect("superuser");
+        admin
+            .batch_execute(&format!("CREATE DATABASE {database} OWNER boss"))
+            .expect("database");
+        let mut owner = cluster.connect_as(&database, "boss");
+        owner
+            .batch_execute(
+                "CREATE EXTENSION chunked_map; CREATE EXTENSION chunked_map_message_store",
+            )
+            .expect("extensions");
+        admin
+            .batch_execute("ALTER ROLE boss NOSUPERUSER")
+            .expect("no superuser");
+        let mut owner = cluster.connect_as(&database, "boss");
+        owner
+            .batch_execute(&format!("SET chunked_map.direct_append = {direct}"))
+            .expect("setting");
+        let answers: Vec<String> = steps
+            .iter()
+            .map(|(sql, expected)| {
+                let answered = answer(&mut owner, sql);
+                assert!(
+                    answered.starts_with(expected),
+                    "direct_append = {direct}: {sql} answered {answered}, not {expected}"
+                );
+                answered
+            })
+            .collect();
+        runs.push(answers);
+    }
+    assert_eq!(runs[0], runs[1]);
 }
