@@ -3,20 +3,21 @@
 //! record may be written directly (`direct_append::can_write_directly`: not read-only, not in
 //! parallel mode, not under Citus, `chunked_map.direct_append` on) and the table is as the store
 //! made it; by its statement ([`super::statements::INDEX_MESSAGE`]) otherwise, which is the
-//! reference the direct write is compared against (regress `message_store`, the differential
-//! test). The two write the same row: every value is computed here, once, for both.
+//! reference the direct write is compared against (the cluster tests `direct_append::*message*`).
+//! The two write the same row: every value is computed here, once, for both.
 //!
-//! The direct write declines, having written nothing, where the statement would do more than
-//! write the row and its index entries, or would raise an error the direct write does not
-//! (`pg::insert` says which: a trigger, a rule, row security, a CHECK constraint, a deferred
-//! unique check, a NOT NULL column given NULL, a role other than the table's owner), and where
-//! the table does not have exactly the columns the store made.
+//! The direct write declines, having written nothing (nor taken the sequence's next), where the
+//! statement would do more than write the row and its index entries, or would raise an error
+//! the direct write does not (`pg::insert` says which: a trigger, a rule, row security, a CHECK
+//! constraint, a deferred check, a NOT NULL column given NULL, a role other than the table's
+//! owner or an owner without INSERT), and where the table does not have exactly the columns the
+//! store made, or has a default on the one the statement leaves out.
 //!
 //! It runs as the write's role (`message_store.write_message` and `append_message` are
 //! SECURITY DEFINER: the store's owner, the table's), with the statement's `search_path`
-//! (`statements::SEARCH_PATH`: what an index's functions run by it find); it sees what the statement would: the
-//! command counter is advanced after it, so that what follows in the transaction sees the row
-//! (the append advanced it before).
+//! (`statements::SEARCH_PATH`: what the functions of an index find); it sees what the statement
+//! would: the command counter is advanced after it, so that what follows in the transaction
+//! sees the row (the append advanced it before).
 
 use std::ffi::{c_int, CStr};
 
@@ -75,7 +76,7 @@ thread_local! {
     };
 }
 
-/// The columns of `message_index`, by name and type, in the order [`values`] gives them.
+/// The columns of `message_index`, by name and type, in the order `insert` gives their values.
 const COLUMNS: [(&CStr, pg_sys::Oid); 9] = [
     (c"stream_name", pg_sys::TEXTOID),
     (c"position", pg_sys::INT8OID),
@@ -117,11 +118,6 @@ unsafe fn insert(row: IndexRow<'_>) -> bool {
                 },
                 None => None,
             };
-            let order = raw::DirectFunctionCall1Coll(
-                Some(raw::nextval_oid),
-                pg_sys::InvalidOid,
-                pg_sys::Datum::from(write_order),
-            );
             let mut record = row.record;
             let given: [Option<pg_sys::Datum>; 9] = [
                 Some(stream),
@@ -130,7 +126,8 @@ unsafe fn insert(row: IndexRow<'_>) -> bool {
                 correlation_category,
                 Some(row.uuid),
                 Some(pg_sys::Datum::from(row.key)),
-                Some(order),
+                // the sequence's next, taken below once the row is known to be taken
+                Some(pg_sys::Datum::from(0i64)),
                 None,
                 record
                     .as_mut()
@@ -145,6 +142,15 @@ unsafe fn insert(row: IndexRow<'_>) -> bool {
                 }
             }
             let columns = table.columns();
+            // declined before the sequence moves: the statement takes its value once
+            if !table.takes(&nulls[..columns]) {
+                return false;
+            }
+            values[numbers[WRITE_ORDER]] = raw::DirectFunctionCall1Coll(
+                Some(raw::nextval_oid),
+                pg_sys::InvalidOid,
+                pg_sys::Datum::from(write_order),
+            );
             table
                 .insert(&values[..columns], &nulls[..columns])
                 .is_some()
@@ -156,6 +162,9 @@ unsafe fn insert(row: IndexRow<'_>) -> bool {
         written
     }
 }
+
+/// The one of [`COLUMNS`] the sequence gives.
+const WRITE_ORDER: usize = 6;
 
 /// The one of [`COLUMNS`] the statement leaves out, to its default (none, as the store made it).
 const LEFT_OUT: usize = 7;

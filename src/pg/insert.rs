@@ -143,6 +143,13 @@ impl Insertion {
         unsafe { heap::live_column_count(self.relation) }
     }
 
+    /// Whether a row with NULL where `nulls` says (one per column, column n at n - 1) is one
+    /// [`Insertion::insert`] takes: no NULL in a column that is NOT NULL.
+    pub fn takes(self, nulls: &[bool]) -> bool {
+        // SAFETY: the relation is open.
+        unsafe { !heap::null_refused(self.relation, nulls) }
+    }
+
     /// Inserts a row of `values` (NULL where `nulls` says; one per column, column n at n - 1,
     /// dropped ones NULL), then its entry in every index whose predicate it meets; its address.
     /// `None`, having written nothing, where a column that is NOT NULL would be NULL. A
@@ -168,7 +175,7 @@ impl Insertion {
                     values.len()
                 ));
             }
-            if heap::null_refused(self.relation, nulls) {
+            if !self.takes(nulls) {
                 return None;
             }
             let slot = raw::table_slot_create(self.relation, std::ptr::null_mut());

@@ -973,6 +973,8 @@ fn constraints_rules_triggers_and_columns_on_the_message_index_act_as_through_sq
             step("ALTER TABLE message_store.message_index ALTER COLUMN correlation_category SET NOT NULL", "ok"),
             (write_n(4, "acc-1", "NULL"), "error 23502"),
             (write_n(5, "acc-1", CORRELATED), "ok 1"),
+            // each write took one value of the sequence, a refused one too, and no more
+            step("SELECT write_order FROM message_store.message_index WHERE position = 1", "ok 5"),
             step("ALTER TABLE message_store.message_index ALTER COLUMN correlation_category DROP NOT NULL", "ok"),
             step("ALTER TABLE message_store.message_index ADD COLUMN noted text DEFAULT 'noted'", "ok"),
             (write_n(6, "acc-1", "NULL"), "ok 2"),
