@@ -13,11 +13,12 @@
 //! owner or an owner without INSERT), and where the table does not have exactly the columns the
 //! store made, or has a default on the one the statement leaves out.
 //!
-//! It runs as the write's role (`message_store.write_message` and `append_message` are
-//! SECURITY DEFINER: the store's owner, the table's), with the statement's `search_path`
-//! (`statements::SEARCH_PATH`: what the functions of an index find); it sees what the statement
-//! would: the command counter is advanced after it, so that what follows in the transaction
-//! sees the row (the append advanced it before).
+//! It runs as the write's role (`message_store.write_message` is SECURITY DEFINER, and
+//! `append_message` the owner's only: the store's owner, the table's; any other role's write
+//! takes the statement), with the statement's `search_path` (`statements::SEARCH_PATH`: the
+//! functions and operators the functions of an index find); it sees what the statement would
+//! (`pg::insert`: the snapshot SPI would give it), and the command counter is advanced after it,
+//! so that what follows in the transaction sees the row.
 
 use std::ffi::{c_int, CStr};
 

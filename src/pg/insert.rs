@@ -16,6 +16,11 @@
 //!   [`Insertion::insert`] declines such a row, having written nothing, and the statement
 //!   raises PostgreSQL's error (23502).
 //!
+//! What it sees is what the statement would: the snapshot SPI gives a statement (the
+//! transaction's, a new one under READ COMMITTED, with the command counter advanced first) is
+//! the active one while the row and its entries are written, for the functions of an index's
+//! expression or predicate that read tables.
+//!
 //! The access methods do the rest, as for `heap`: WAL, TOAST, the serializable checks, unique
 //! and exclusion checks with PostgreSQL's errors and their waits, index predicates and
 //! expressions evaluated as the executor evaluates them.
@@ -178,12 +183,20 @@ impl Insertion {
             if !self.takes(nulls) {
                 return None;
             }
+            // what the statement would see, as SPI runs it: the transaction's snapshot (a new
+            // one under READ COMMITTED), the command counter advanced and the snapshot's command
+            // id with it; what a function of an index's expression or predicate reads (popped
+            // on an error by the (sub)transaction's abort)
+            raw::PushActiveSnapshot(raw::GetTransactionSnapshot());
+            raw::CommandCounterIncrement();
+            raw::UpdateActiveSnapshotCommandId();
             let slot = raw::table_slot_create(self.relation, std::ptr::null_mut());
             std::ptr::copy_nonoverlapping(values.as_ptr(), (*slot).tts_values, columns);
             std::ptr::copy_nonoverlapping(nulls.as_ptr(), (*slot).tts_isnull, columns);
             raw::ExecStoreVirtualTuple(slot);
             raw::simple_table_tuple_insert(self.relation, slot);
             let recheck = insert_index_entries(self.info, slot, self.estate);
+            raw::PopActiveSnapshot();
             // every check is immediate (`open`): none is left for after the statement
             if !recheck.is_null() {
                 super::boundary::internal(

@@ -256,6 +256,9 @@ unsafe extern "C-unwind" {
         info: *mut pg_sys::IndexInfo,
     ) -> bool;
     // Rows inserted with every index entry (`super::insert`), as the executor inserts them.
+    pub fn PushActiveSnapshot(snapshot: pg_sys::Snapshot);
+    pub fn PopActiveSnapshot();
+    pub fn UpdateActiveSnapshotCommandId();
     pub fn CreateExecutorState() -> *mut pg_sys::EState;
     pub fn FreeExecutorState(estate: *mut pg_sys::EState);
     pub fn InitResultRelInfo(
@@ -384,6 +387,9 @@ fn declarations_match_the_servers_headers() {
         simple_heap_insert(A, B);
         FormIndexDatum(A, B, C, D, E);
         index_insert(A, B, C, D, E, F, G, H);
+        PushActiveSnapshot(A);
+        PopActiveSnapshot();
+        UpdateActiveSnapshotCommandId();
         CreateExecutorState();
         FreeExecutorState(A);
         InitResultRelInfo(A, B, C, D, E);

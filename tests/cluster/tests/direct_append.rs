@@ -1057,6 +1057,21 @@ fn constraints_rules_triggers_and_columns_on_the_message_index_act_as_through_sq
             (rows, "ok acc-1|0|NULL|"),
         ],
     );
+    same_both_ways_as_expected(
+        &cluster,
+        "index_snapshot",
+        &[
+            // a function of an index that reads tables sees what the statement would: the
+            // record the write appended, and the rows written before it by the same statement
+            step("CREATE FUNCTION public.seen(s text) RETURNS text LANGUAGE plpgsql IMMUTABLE AS $$ BEGIN IF s LIKE '%-3' THEN RAISE EXCEPTION 'index % record %', (SELECT count(*) FROM message_store.message_index), (SELECT count(*) FROM chunked_map.current_record); END IF; RETURN s; END $$", "ok"),
+            step("CREATE INDEX seen_idx ON message_store.message_index (public.seen(stream_name))", "ok"),
+            step("SELECT message_store.write_message(('00000000-0000-4000-8000-' || lpad(i::text, 12, '0')), 'acc-' || i, 'Opened', '{}') FROM generate_series(1, 3) AS i", "error P0001 index 2 record 3"),
+            step("BEGIN ISOLATION LEVEL REPEATABLE READ", "ok"),
+            (write_n(1, "acc-1", "NULL"), "ok 0"),
+            (write_n(2, "acc-3", "NULL"), "error P0001 index 1 record 2"),
+            step("ROLLBACK", "ok"),
+        ],
+    );
 }
 
 #[test]
